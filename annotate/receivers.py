@@ -1,0 +1,41 @@
+"""Gold labels carried by imported files become annotations, in the import's transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.dispatch import receiver
+
+from annotate.models import Annotation
+from curation.canonical import Record
+from curation.models import Trajectory
+from curation.signals import trajectories_imported
+
+
+def gold_annotation(trajectory: Trajectory, labels: Any) -> Annotation:
+    return Annotation(
+        trajectory=trajectory,
+        source=Annotation.Source.GOLD,
+        source_name=labels.annotator,
+        verdict=labels.verdict,
+        first_critical_step=labels.first_critical_step,
+        root_cause_step=labels.root_cause_step,
+        responsible_agent=labels.agent,
+        error_category=labels.category,
+        rationale=labels.rationale,
+        confidence=labels.confidence,
+        extra=labels.extra,
+    )
+
+
+@receiver(trajectories_imported)
+def store_gold_labels(
+    trajectories: list[Trajectory], records: list[Record], **kwargs: Any
+) -> int:
+    annotations = [
+        gold_annotation(trajectory, labels)
+        for trajectory, record in zip(trajectories, records, strict=True)
+        for labels in record.labels
+    ]
+    Annotation.objects.bulk_create(annotations)
+    return len(annotations)

@@ -1,0 +1,19 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.authtoken.views import obtain_auth_token
+
+from curation.api import views
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("token/", obtain_auth_token, name="api-token"),
+    path("projects/", views.ProjectList.as_view(), name="api-project-list"),
+    path("projects/<slug:slug>/", views.ProjectDetail.as_view(), name="api-project-detail"),
+    path("projects/<slug:slug>/import/", views.ProjectImport.as_view(), name="api-project-import"),
+    path("tasks/", views.TaskList.as_view(), name="api-task-list"),
+    path("tasks/<int:pk>/", views.TaskDetail.as_view(), name="api-task-detail"),
+    path("trajectories/", views.TrajectoryList.as_view(), name="api-trajectory-list"),
+    path(
+        "trajectories/<int:pk>/", views.TrajectoryDetail.as_view(), name="api-trajectory-detail"
+    ),
+]

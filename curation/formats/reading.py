@@ -1,0 +1,155 @@
+"""Reading raw records from files and streams without holding a whole file in memory.
+
+JSON Lines are read line by line; a top-level JSON array is read item by item (ijson); a file
+holding one JSON document (a Who&When log, a pretty-printed record) is one record. Every item
+says where it came from (file and line or item number) so errors can point at it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import ijson
+
+SUFFIXES = (".json", ".jsonl", ".ndjson")
+
+
+@dataclass
+class RawItem:
+    source: str
+    location: str  # "line 12", "item 3", or "" for a file that is one record
+    obj: Any = None
+    error: str = ""  # set when the raw text is not a JSON value
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}, {self.location}" if self.location else self.source
+
+
+def _natural_key(path: Path) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
+
+
+def is_data_file(path: Path) -> bool:
+    name = path.name.removesuffix(".gz")
+    return name.endswith(SUFFIXES)
+
+
+def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
+    """Files to read (folders searched recursively, in natural order) and paths that are missing."""
+    files: list[Path] = []
+    missing: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted((p for p in path.rglob("*") if p.is_file() and is_data_file(p)),
+                                key=_natural_key))
+        elif path.is_file():
+            files.append(path)
+        else:
+            missing.append(str(raw))
+    return files, missing
+
+
+def decompressed(path: Path, raw: IO[bytes]) -> IO[bytes]:
+    """The file's bytes, gunzipped on the fly for .gz files."""
+    return gzip.GzipFile(fileobj=raw, mode="rb") if path.suffix == ".gz" else raw
+
+
+def _decode(line: bytes) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not valid UTF-8 (byte {exc.start} of the line)") from exc
+
+
+def _parse_line(line: bytes) -> Any:
+    return json.loads(_decode(line))
+
+
+def iter_stream(stream: IO[bytes], source: str) -> Iterator[RawItem]:
+    """Raw records of one binary stream, whatever its layout (JSONL, JSON array, one document)."""
+    reader = buffered(stream)
+    if reader.peek(3).startswith(b"\xef\xbb\xbf"):
+        reader.read(3)  # a UTF-8 byte order mark
+    if reader.peek(4096).lstrip().startswith(b"["):
+        yield from _iter_array(reader, source)
+    else:
+        yield from _iter_lines(reader, source)
+
+
+def _iter_array(stream: IO[bytes], source: str) -> Iterator[RawItem]:
+    index = 0
+    try:
+        for index, obj in enumerate(ijson.items(stream, "item", use_float=True)):
+            yield RawItem(source, f"item {index}", obj)
+    except (ijson.JSONError, UnicodeDecodeError) as exc:
+        # An array cannot be resynchronised after broken JSON: the items before it still land.
+        yield RawItem(source, f"item {index + 1}", error=f"invalid JSON, reading stopped: {exc}")
+
+
+def _iter_lines(stream: IO[bytes], source: str) -> Iterator[RawItem]:
+    lines = iter(stream)
+    first = True
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield RawItem(source, f"line {number}", _parse_line(line))
+        except ValueError as exc:
+            if first:
+                # Perhaps one pretty-printed JSON document rather than JSON Lines.
+                yield from _iter_document(line + b"".join(lines), source, number)
+                return
+            yield RawItem(source, f"line {number}", error=f"invalid JSON: {exc}")
+        first = False
+
+
+def _iter_document(text: bytes, source: str, first_line: int) -> Iterator[RawItem]:
+    try:
+        obj = json.loads(_decode(text))
+    except ValueError:
+        # Neither one document nor clean JSON Lines: report every line that is broken.
+        for number, line in enumerate(text.splitlines(), first_line):
+            if not line.strip():
+                continue
+            try:
+                yield RawItem(source, f"line {number}", _parse_line(line))
+            except ValueError as exc:
+                yield RawItem(source, f"line {number}", error=f"invalid JSON: {exc}")
+        return
+    if isinstance(obj, list):
+        for index, item in enumerate(obj):
+            yield RawItem(source, f"item {index}", item)
+    else:
+        yield RawItem(source, "", obj)
+
+
+class _ReadAdapter(io.RawIOBase):
+    """Lets io.BufferedReader wrap anything with read(n), such as a Django request."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def buffered(stream: Any) -> io.BufferedReader:
+    if isinstance(stream, io.BufferedReader):
+        return stream
+    if isinstance(stream, io.RawIOBase):
+        return io.BufferedReader(stream)
+    return io.BufferedReader(_ReadAdapter(stream))

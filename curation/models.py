@@ -1,0 +1,139 @@
+"""The trajectory store: projects, tasks, trajectories and their steps (DESIGN.md section 3)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Project(models.Model):
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    error_taxonomy = models.JSONField(
+        default=list, blank=True, help_text="Error categories annotators and judges choose from."
+    )
+    label_schema = models.JSONField(
+        default=list, blank=True, help_text="Extra label fields (numeric, categorical, boolean)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        ADMIN = "admin"
+        RESEARCHER = "researcher"
+        REVIEWER = "reviewer"
+        ANNOTATOR = "annotator"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.ANNOTATOR)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="membership_unique_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} as {self.role}"
+
+
+class Task(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tasks")
+    external_id = models.CharField(max_length=255)
+    instruction = models.TextField(blank=True)
+    reference = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["project", "external_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "external_id"], name="task_unique_external_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Trajectory(models.Model):
+    class AgentRole(models.TextChoices):
+        TEACHER = "teacher"
+        STUDENT = "student"
+        CORRECTION = "correction"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="trajectories")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="trajectories")
+    external_id = models.CharField(max_length=255, blank=True)
+    agent_model = models.CharField(max_length=200, blank=True)
+    agent_role = models.CharField(
+        max_length=20, choices=AgentRole.choices, default=AgentRole.STUDENT
+    )
+    source_format = models.CharField(max_length=40)
+    success = models.BooleanField(null=True, help_text="The run's own verified outcome, if any.")
+    reward = models.FloatField(null=True, blank=True)
+    outcome_info = models.JSONField(default=dict, blank=True)
+    tools = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    step_count = models.PositiveIntegerField(default=0)
+    content_hash = models.CharField(max_length=64)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="corrections"
+    )
+    branch_step = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "trajectories"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "content_hash"], name="trajectory_unique_content"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["project", "task"], name="traj_project_task"),
+            models.Index(fields=["project", "agent_model"], name="traj_project_model"),
+            models.Index(fields=["project", "success"], name="traj_project_outcome"),
+            models.Index(fields=["project", "agent_role"], name="traj_project_role"),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id or f"trajectory {self.pk}"
+
+
+class Step(models.Model):
+    class Role(models.TextChoices):
+        SYSTEM = "system"
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    role = models.CharField(max_length=20, choices=Role.choices)
+    name = models.CharField(max_length=255, blank=True, help_text="Agent or tool name.")
+    content = models.TextField(blank=True)
+    reasoning = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=255, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["trajectory", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["trajectory", "index"], name="step_unique_index")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trajectory_id}:{self.index} {self.role}"
