@@ -24,9 +24,7 @@ class Annotation(models.Model):
         DRAFT = "draft"
         SUBMITTED = "submitted"
 
-    trajectory = models.ForeignKey(
-        Trajectory, on_delete=models.CASCADE, related_name="annotations"
-    )
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="annotations")
     source = models.CharField(max_length=20, choices=Source.choices)
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL,

@@ -29,9 +29,7 @@ def gold_annotation(trajectory: Trajectory, labels: Any) -> Annotation:
 
 
 @receiver(trajectories_imported)
-def store_gold_labels(
-    trajectories: list[Trajectory], records: list[Record], **kwargs: Any
-) -> int:
+def store_gold_labels(trajectories: list[Trajectory], records: list[Record], **kwargs: Any) -> int:
     annotations = [
         gold_annotation(trajectory, labels)
         for trajectory, record in zip(trajectories, records, strict=True)

@@ -132,9 +132,21 @@ def _text(value: Any, where: str, *, required: bool = False) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise RecordError(f"expected a string, got {type(value).__name__}", where)
     text = str(value)
+    _storable(text, where)
+    return text
+
+
+def _storable(text: str, where: str) -> None:
     if "\x00" in text:
         raise RecordError("contains a NUL character, which cannot be stored", where)
-    return text
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate such as "\ud83d" from JSON
+            raise RecordError(
+                f"contains an unpaired surrogate {text[exc.start]!r}, which cannot be stored",
+                where,
+            ) from None
 
 
 def _object(value: Any, where: str) -> dict:
@@ -149,8 +161,7 @@ def _object(value: Any, where: str) -> dict:
 def _reject_nul(value: Any, where: str) -> None:
     """JSON stored in the database may not hold NUL characters anywhere, keys included."""
     if isinstance(value, str):
-        if "\x00" in value:
-            raise RecordError("contains a NUL character, which cannot be stored", where)
+        _storable(value, where)
     elif isinstance(value, dict):
         for key, item in value.items():
             _reject_nul(key, where)
@@ -227,7 +238,9 @@ def _labels(value: Any, where: str, step_count: int) -> Labels:
         raise RecordError(f"expected an object, got {type(value).__name__}", where)
     verdict = _text(value.get("verdict"), f"{where}.verdict")
     if verdict and verdict not in VERDICTS:
-        raise RecordError(f"expected one of {', '.join(VERDICTS)}, got {verdict!r}", f"{where}.verdict")
+        raise RecordError(
+            f"expected one of {', '.join(VERDICTS)}, got {verdict!r}", f"{where}.verdict"
+        )
     confidence = value.get("confidence")
     if confidence is not None and (
         isinstance(confidence, bool) or not isinstance(confidence, int | float)

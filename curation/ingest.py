@@ -277,7 +277,9 @@ def _copy_steps(rows: Iterable[tuple]) -> int:
     table = Step._meta.db_table
     columns = ", ".join(connection.ops.quote_name(c) for c in STEP_COLUMNS)
     count = 0
-    with connection.cursor() as cursor:
+    # The raw psycopg cursor bypasses Django's wrapper: translate its errors to Django's, so a
+    # refused row fails its batch like any other DatabaseError.
+    with connection.cursor() as cursor, connection.wrap_database_errors:
         with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)

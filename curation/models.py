@@ -102,6 +102,7 @@ class Trajectory(models.Model):
             )
         ]
         indexes = [
+            models.Index(fields=["project", "id"], name="traj_project_id"),
             models.Index(fields=["project", "task"], name="traj_project_task"),
             models.Index(fields=["project", "agent_model"], name="traj_project_model"),
             models.Index(fields=["project", "success"], name="traj_project_outcome"),
@@ -137,3 +138,47 @@ class Step(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trajectory_id}:{self.index} {self.role}"
+
+
+class ImportJob(models.Model):
+    """An import handed to a worker (browser uploads, `?async=1` API imports).
+
+    The row is the record of the work: a lost broker message or a killed worker leaves it
+    queued or running, and running it again is harmless because imports are idempotent.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="import_jobs")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    upload = models.FileField(upload_to="imports/%Y/%m/")
+    original_name = models.CharField(max_length=255)
+    format_name = models.CharField(max_length=40, blank=True)
+    agent_model = models.CharField(max_length=200, blank=True)
+    agent_role = models.CharField(max_length=20, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    bytes_total = models.PositiveBigIntegerField(default=0)
+    bytes_done = models.PositiveBigIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} of {self.original_name} ({self.status})"
+
+    @property
+    def progress(self) -> float:
+        if self.status == self.Status.DONE:
+            return 1.0
+        return min(self.bytes_done / self.bytes_total, 1.0) if self.bytes_total else 0.0

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from curation.models import Project, Step, Task, Trajectory
+from curation.models import ImportJob, Project, Step, Task, Trajectory
 
 
 class ProjectSerializer(serializers.ModelSerializer):
@@ -84,3 +84,26 @@ class ImportSummarySerializer(serializers.Serializer):
     tasks_created = serializers.IntegerField()
     annotations = serializers.IntegerField()
     errors = ImportErrorSerializer(many=True)
+
+
+class ImportJobSerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    progress = serializers.FloatField(read_only=True)
+    url = serializers.HyperlinkedIdentityField(view_name="api-import-job-detail")
+
+    class Meta:
+        model = ImportJob
+        fields = [
+            "id",
+            "url",
+            "project",
+            "original_name",
+            "format_name",
+            "status",
+            "progress",
+            "summary",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]

@@ -10,10 +10,9 @@ urlpatterns = [
     path("projects/", views.ProjectList.as_view(), name="api-project-list"),
     path("projects/<slug:slug>/", views.ProjectDetail.as_view(), name="api-project-detail"),
     path("projects/<slug:slug>/import/", views.ProjectImport.as_view(), name="api-project-import"),
+    path("import-jobs/<int:pk>/", views.ImportJobDetail.as_view(), name="api-import-job-detail"),
     path("tasks/", views.TaskList.as_view(), name="api-task-list"),
     path("tasks/<int:pk>/", views.TaskDetail.as_view(), name="api-task-detail"),
     path("trajectories/", views.TrajectoryList.as_view(), name="api-trajectory-list"),
-    path(
-        "trajectories/<int:pk>/", views.TrajectoryDetail.as_view(), name="api-trajectory-detail"
-    ),
+    path("trajectories/<int:pk>/", views.TrajectoryDetail.as_view(), name="api-trajectory-detail"),
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.files import File
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -15,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from curation.api.serializers import (
+    ImportJobSerializer,
     ImportSummarySerializer,
     ProjectSerializer,
     TaskSerializer,
@@ -25,7 +27,8 @@ from curation.canonical import AGENT_ROLES
 from curation.formats import FORMATS
 from curation.formats.reading import iter_stream
 from curation.ingest import Overrides, import_items
-from curation.models import Project, Task, Trajectory
+from curation.jobs import enqueue_import
+from curation.models import ImportJob, Project, Task, Trajectory
 from curation.permissions import can_import, visible_projects
 
 BOOLEAN_PARAMS = {"true": True, "1": True, "false": False, "0": False}
@@ -47,10 +50,11 @@ class ProjectDetail(generics.RetrieveAPIView):
 
 
 def _filter_project(queryset: QuerySet, request: Request) -> QuerySet:
-    queryset = queryset.filter(project__in=visible_projects(request.user))
+    """Rows of the projects the user may see; `?project=` narrows to one (404 if not visible)."""
+    projects = visible_projects(request.user)
     if slug := request.query_params.get("project"):
-        queryset = queryset.filter(project__slug=slug)
-    return queryset
+        return queryset.filter(project=get_object_or_404(projects, slug=slug))
+    return queryset.filter(project__in=projects)
 
 
 @extend_schema(parameters=[OpenApiParameter("project", str, description="project slug")])
@@ -132,18 +136,24 @@ class ProjectImport(APIView):
     The body is read as a stream (JSON Lines, a JSON array or one JSON document), or a
     multipart upload in the field `file`. Answers with the same summary as
     `import_trajectories --json`: 200 when every record landed or was already there, 422 when
-    some failed (the good ones still landed; `errors` says which and why).
+    some failed (the good ones still landed; `errors` says which and why). With `?async=1` the
+    body is stored and imported by a worker: 202 with the job, whose URL reports progress.
     """
 
     parser_classes = [StreamParser]
 
     @extend_schema(
         request={"application/x-ndjson": bytes},
-        responses={200: ImportSummarySerializer, 422: ImportSummarySerializer},
+        responses={
+            200: ImportSummarySerializer,
+            202: ImportJobSerializer,
+            422: ImportSummarySerializer,
+        },
         parameters=[
             OpenApiParameter("format", str, enum=sorted(FORMATS)),
             OpenApiParameter("agent_model", str),
             OpenApiParameter("agent_role", str, enum=list(AGENT_ROLES[:2])),
+            OpenApiParameter("async", bool, description="queue it for a worker: 202 + job"),
         ],
     )
     def post(self, request: Request, slug: str) -> Response:
@@ -165,6 +175,19 @@ class ProjectImport(APIView):
             stream, source = upload, upload.name
         else:
             stream, source = request._request, "request body"
+        if params.get("async") in ("1", "true"):
+            job = ImportJob.objects.create(
+                project=project,
+                created_by=request.user,
+                upload=File(stream, name=source if source != "request body" else "body.jsonl"),
+                original_name=source,
+                format_name=format_name or "",
+                agent_model=params.get("agent_model", ""),
+                agent_role=agent_role,
+            )
+            enqueue_import(job)
+            data = ImportJobSerializer(job, context={"request": request}).data
+            return Response(data, status=status.HTTP_202_ACCEPTED)
         summary = import_items(
             project,
             iter_stream(stream, source),
@@ -173,3 +196,12 @@ class ProjectImport(APIView):
         )
         code = status.HTTP_422_UNPROCESSABLE_ENTITY if summary.failed else status.HTTP_200_OK
         return Response({"project": project.slug, **summary.as_dict()}, status=code)
+
+
+class ImportJobDetail(generics.RetrieveAPIView):
+    """Status, progress and, once done, the summary of a queued import."""
+
+    serializer_class = ImportJobSerializer
+
+    def get_queryset(self) -> QuerySet[ImportJob]:
+        return _filter_project(ImportJob.objects.select_related("project"), self.request)

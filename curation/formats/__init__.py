@@ -36,9 +36,17 @@ def detect(obj: Any) -> ModuleType:
 def to_record(obj: Any, format_name: str | None, source: str = "") -> tuple[Record, str]:
     """Parse one raw record with the named format (or the detected one) and validate it."""
     if format_name:
-        module = FORMATS[format_name]
+        module = FORMATS.get(format_name)
+        if module is None:
+            raise RecordError(
+                f"unknown format {format_name!r}; expected one of: {', '.join(sorted(FORMATS))}"
+            )
         if not isinstance(obj, dict):
             raise RecordError(f"a record must be a JSON object, got {type(obj).__name__}")
     else:
         module = detect(obj)
-    return validate(module.parse(obj, source)), module.NAME
+    try:
+        raw = module.parse(obj, source)
+    except KeyError as exc:  # --format named a format whose required key this record lacks
+        raise RecordError(f"is missing (not a {module.NAME} record?)", str(exc.args[0])) from exc
+    return validate(raw), module.NAME

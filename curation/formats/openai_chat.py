@@ -70,10 +70,14 @@ def parse(obj: dict, source: str = "") -> dict:
     messages = obj["messages"]
     if not isinstance(messages, list):
         raise RecordError(f"expected a list, got {type(messages).__name__}", "messages")
-    record = {k: obj[k] for k in ("id", "task", "tools", "outcome", "labels", "metadata") if k in obj}
-    agent = dict(obj.get("agent") or {})
-    if "model" in obj and "model" not in agent:
-        agent["model"] = obj["model"]
+    record = {
+        k: obj[k] for k in ("id", "task", "tools", "outcome", "labels", "metadata") if k in obj
+    }
+    agent = obj.get("agent") or {}
+    if isinstance(agent, dict):  # anything else is reported by validation
+        agent = dict(agent)
+        if "model" in obj and "model" not in agent:
+            agent["model"] = obj["model"]
     record["agent"] = agent
     record["steps"] = [message_to_step(m) for m in messages]
     return record

@@ -49,8 +49,12 @@ def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(sorted((p for p in path.rglob("*") if p.is_file() and is_data_file(p)),
-                                key=_natural_key))
+            files.extend(
+                sorted(
+                    (p for p in path.rglob("*") if p.is_file() and is_data_file(p)),
+                    key=_natural_key,
+                )
+            )
         elif path.is_file():
             files.append(path)
         else:
@@ -86,13 +90,14 @@ def iter_stream(stream: IO[bytes], source: str) -> Iterator[RawItem]:
 
 
 def _iter_array(stream: IO[bytes], source: str) -> Iterator[RawItem]:
-    index = 0
+    count = 0  # items read so far: the broken one, if any, is the next
     try:
-        for index, obj in enumerate(ijson.items(stream, "item", use_float=True)):
-            yield RawItem(source, f"item {index}", obj)
+        for obj in ijson.items(stream, "item", use_float=True):
+            yield RawItem(source, f"item {count}", obj)
+            count += 1
     except (ijson.JSONError, UnicodeDecodeError) as exc:
         # An array cannot be resynchronised after broken JSON: the items before it still land.
-        yield RawItem(source, f"item {index + 1}", error=f"invalid JSON, reading stopped: {exc}")
+        yield RawItem(source, f"item {count}", error=f"invalid JSON, reading stopped: {exc}")
 
 
 def _iter_lines(stream: IO[bytes], source: str) -> Iterator[RawItem]:
@@ -115,9 +120,15 @@ def _iter_lines(stream: IO[bytes], source: str) -> Iterator[RawItem]:
 def _iter_document(text: bytes, source: str, first_line: int) -> Iterator[RawItem]:
     try:
         obj = json.loads(_decode(text))
-    except ValueError:
+    except ValueError as exc:
+        lines = text.splitlines()
+        if not any(_parses(line) for line in lines[1:]):
+            # One broken document (nothing after its first line is a record): one error, at
+            # the line where the document breaks.
+            yield _document_error(text, exc, source, first_line)
+            return
         # Neither one document nor clean JSON Lines: report every line that is broken.
-        for number, line in enumerate(text.splitlines(), first_line):
+        for number, line in enumerate(lines, first_line):
             if not line.strip():
                 continue
             try:
@@ -130,6 +141,24 @@ def _iter_document(text: bytes, source: str, first_line: int) -> Iterator[RawIte
             yield RawItem(source, f"item {index}", item)
     else:
         yield RawItem(source, "", obj)
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        return isinstance(_parse_line(line), dict)
+    except ValueError:
+        return False
+
+
+def _document_error(text: bytes, exc: ValueError, source: str, first_line: int) -> RawItem:
+    if isinstance(exc, json.JSONDecodeError):
+        line = first_line + exc.lineno - 1
+        error = f"invalid JSON: {exc.msg} (line {line} column {exc.colno})"
+    else:  # not UTF-8
+        start = getattr(exc.__cause__, "start", 0)
+        line = first_line + text.count(b"\n", 0, start)
+        error = "invalid JSON: not valid UTF-8"
+    return RawItem(source, f"line {line}", error=error)
 
 
 class _ReadAdapter(io.RawIOBase):

@@ -26,6 +26,8 @@ SPEAKERS = {
     "tool": "tool",
     "function": "tool",
 }
+# The speaker each role is written as on export; any other speaker is kept in step metadata.
+DEFAULT_SPEAKERS = {"user": "human", "assistant": "gpt", "system": "system", "tool": "observation"}
 
 
 def detect(obj: dict) -> bool:
@@ -41,7 +43,7 @@ def _turn_to_step(turn: Any, where: str) -> dict:
         raise RecordError(f"unknown speaker {speaker!r}; expected one of {known}", f"{where}.from")
     value = turn.get("value")
     step: dict[str, Any] = {"role": SPEAKERS[speaker], "content": value}
-    if speaker != step["role"]:
+    if speaker != DEFAULT_SPEAKERS[step["role"]]:
         step["metadata"] = {"from": speaker}
     if speaker == "function_call":
         try:
@@ -72,21 +74,21 @@ def parse(obj: dict, source: str = "") -> dict:
             tools = json.loads(tools)
         except ValueError as exc:
             raise RecordError(f"not valid JSON: {exc}", "tools") from exc
-    record = {k: obj[k] for k in ("id", "task", "agent", "outcome", "labels", "metadata") if k in obj}
+    record = {
+        k: obj[k] for k in ("id", "task", "agent", "outcome", "labels", "metadata") if k in obj
+    }
     record.update(steps=steps, tools=tools)
     return record
 
 
 def _step_to_turn(step: Any) -> dict:
-    speaker = step.metadata.get("from") or {
-        "user": "human",
-        "assistant": "gpt",
-        "system": "system",
-        "tool": "observation",
-    }[step.role]
+    speaker = step.metadata.get("from") or DEFAULT_SPEAKERS[step.role]
     if speaker == "function_call" or step.tool_calls:
         calls = [{"name": c.name, "arguments": c.arguments} for c in step.tool_calls]
-        return {"from": "function_call", "value": json.dumps(calls[0] if len(calls) == 1 else calls)}
+        return {
+            "from": "function_call",
+            "value": json.dumps(calls[0] if len(calls) == 1 else calls),
+        }
     return {"from": speaker, "value": step.content}
 
 

@@ -119,6 +119,7 @@ def dump(record: Record) -> dict:
     gold = next((la for la in record.labels if la.annotator == GOLD_SOURCE), None)
     if gold:
         out["mistake_agent"] = gold.agent
-        out["mistake_step"] = str(gold.first_critical_step)
+        step = gold.first_critical_step
+        out["mistake_step"] = "" if step is None else str(step)
         out["mistake_reason"] = gold.rationale
     return out

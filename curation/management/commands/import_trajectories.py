@@ -88,4 +88,3 @@ class Command(BaseCommand):
                 f"{summary.failed} failed."
             )
         )
-
