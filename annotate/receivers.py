@@ -7,14 +7,13 @@ from typing import Any
 from django.dispatch import receiver
 
 from annotate.models import Annotation
-from curation.canonical import Record
-from curation.models import Trajectory
+from curation.canonical import Labels, Record
 from curation.signals import trajectories_imported
 
 
-def gold_annotation(trajectory: Trajectory, labels: Any) -> Annotation:
+def gold_annotation(trajectory_id: int, labels: Labels) -> Annotation:
     return Annotation(
-        trajectory=trajectory,
+        trajectory_id=trajectory_id,
         source=Annotation.Source.GOLD,
         source_name=labels.annotator,
         verdict=labels.verdict,
@@ -29,10 +28,10 @@ def gold_annotation(trajectory: Trajectory, labels: Any) -> Annotation:
 
 
 @receiver(trajectories_imported)
-def store_gold_labels(trajectories: list[Trajectory], records: list[Record], **kwargs: Any) -> int:
+def store_gold_labels(trajectory_ids: list[int], records: list[Record], **kwargs: Any) -> int:
     annotations = [
-        gold_annotation(trajectory, labels)
-        for trajectory, record in zip(trajectories, records, strict=True)
+        gold_annotation(trajectory_id, labels)
+        for trajectory_id, record in zip(trajectory_ids, records, strict=True)
         for labels in record.labels
     ]
     Annotation.objects.bulk_create(annotations)

@@ -52,8 +52,8 @@ def measure(path: Path, profile: bool) -> dict:
     from django.db import connection
 
     from curation.canonical import validate
-    from curation.ingest import STEP_COLUMNS, step_rows
     from curation.models import Project, Step, Trajectory
+    from curation.storage import STEP_COLUMNS, encode
 
     slug = f"bench-ingest-{uuid.uuid4().hex[:12]}"
     start_rss = peak_rss_mb()
@@ -75,7 +75,8 @@ def measure(path: Path, profile: bool) -> dict:
         with open(path, "rb") as lines:
             for line in lines:
                 record = validate(json.loads(line))
-                rows.extend(step_rows(ids[record.id], record))
+                trajectory_id = ids[record.id]
+                rows.extend((trajectory_id, *row) for row in encode(record).steps)
 
         # The baseline writes the very same rows into the very same table (indexes, foreign
         # key and WAL included): the importer's steps are deleted, then COPYed back raw.

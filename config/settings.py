@@ -147,7 +147,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 
 # Import batches: trajectories written per transaction on the fast path.
-IMPORT_BATCH_SIZE = int(os.environ.get("IMPORT_BATCH_SIZE", 200))
+IMPORT_BATCH_SIZE = int(os.environ.get("IMPORT_BATCH_SIZE", 500))
 
 LOGGING = {
     "version": 1,

@@ -8,9 +8,11 @@ find the bad spot in their file.
 from __future__ import annotations
 
 import hashlib
-import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import orjson
 
 STEP_ROLES = ("system", "user", "assistant", "tool")
 AGENT_ROLES = ("teacher", "student", "correction")
@@ -24,6 +26,11 @@ class RecordError(ValueError):
         self.reason = reason
         self.field = field
         super().__init__(f"{field}: {reason}" if field else reason)
+
+    def within(self, prefix: str) -> RecordError:
+        """The same error, its field path under `prefix` (paths are built only on failure)."""
+        field = f"{prefix}{'.' if self.field and self.field[0] != '[' else ''}{self.field}"
+        return RecordError(self.reason, field)
 
 
 @dataclass
@@ -94,13 +101,6 @@ class Record:
             out["labels"] = [labels_to_dict(la) for la in self.labels]
         return out
 
-    def content_hash(self) -> str:
-        """Identity of the run for idempotent import: everything but its labels."""
-        body = self.to_dict()
-        body.pop("labels", None)
-        encoded = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(encoded.encode()).hexdigest()
-
 
 def step_to_dict(step: Step) -> dict:
     out: dict[str, Any] = {"role": step.role, "content": step.content}
@@ -125,6 +125,9 @@ def labels_to_dict(labels: Labels) -> dict:
 
 
 def _text(value: Any, where: str, *, required: bool = False) -> str:
+    if type(value) is str:  # the hot path: most fields of most records
+        _storable(value, where)
+        return value
     if value is None:
         if required:
             raise RecordError("is missing", where)
@@ -142,7 +145,7 @@ def _storable(text: str, where: str) -> None:
     if not text.isascii():
         try:
             text.encode("utf-8")
-        except UnicodeEncodeError as exc:  # a lone surrogate such as "\ud83d" from JSON
+        except UnicodeEncodeError as exc:  # a lone surrogate such as "\ud83d"
             raise RecordError(
                 f"contains an unpaired surrogate {text[exc.start]!r}, which cannot be stored",
                 where,
@@ -154,21 +157,34 @@ def _object(value: Any, where: str) -> dict:
         return {}
     if not isinstance(value, dict):
         raise RecordError(f"expected an object, got {type(value).__name__}", where)
-    _reject_nul(value, where)
     return value
 
 
-def _reject_nul(value: Any, where: str) -> None:
-    """JSON stored in the database may not hold NUL characters anywhere, keys included."""
-    if isinstance(value, str):
-        _storable(value, where)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _reject_nul(key, where)
-            _reject_nul(item, where)
-    elif isinstance(value, list):
-        for item in value:
-            _reject_nul(item, where)
+# NUL written as a JSON escape: \u0000 after an even number of backslashes.
+_ESCAPED_NUL = re.compile(rb"(?:^|[^\\])(?:\\\\)*\\u0000")
+
+
+def encode_json(value: Any, where: str) -> str:
+    """`value` as the JSON text the database stores, or a RecordError saying why it can't be.
+
+    One C-level encoding replaces a walk over every nested value: PostgreSQL refuses NUL
+    characters and unpaired surrogates anywhere in JSON, keys included.
+    """
+    if not value and type(value) in (dict, list):
+        return "{}" if type(value) is dict else "[]"
+    try:
+        encoded = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError as exc:  # unpaired surrogates, integers beyond 64 bits, too deep
+        raise RecordError(f"cannot be stored as JSON: {exc}", where) from None
+    if b"\\u0000" in encoded and _ESCAPED_NUL.search(encoded):
+        raise RecordError("contains a NUL character, which cannot be stored", where)
+    return encoded.decode()
+
+
+def _storable_object(value: Any, where: str) -> dict:
+    value = _object(value, where)
+    encode_json(value, where)
+    return value
 
 
 def _content(value: Any, where: str) -> str:
@@ -186,39 +202,55 @@ def _content(value: Any, where: str) -> str:
     return _text(value, where)
 
 
-def _tool_call(value: Any, where: str) -> ToolCall:
+def _tool_call(value: Any) -> ToolCall:
     if not isinstance(value, dict):
-        raise RecordError(f"expected an object, got {type(value).__name__}", where)
+        raise RecordError(f"expected an object, got {type(value).__name__}")
     function = value.get("function") if isinstance(value.get("function"), dict) else value
-    name = _text(function.get("name"), f"{where}.name", required=True)
+    name = _text(function.get("name"), "name", required=True)
     arguments = function.get("arguments", {})
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+            arguments = orjson.loads(arguments) if arguments.strip() else {}
+        except orjson.JSONDecodeError:
             pass  # keep what the model wrote: malformed arguments are part of the record
-    _reject_nul(arguments, f"{where}.arguments")
-    return ToolCall(id=_text(value.get("id"), f"{where}.id"), name=name, arguments=arguments)
+    return ToolCall(id=_text(value.get("id"), "id"), name=name, arguments=arguments)
 
 
-def _step(value: Any, where: str) -> Step:
+def _step(value: Any) -> Step:
+    """One step; errors name the field within the step (the caller adds `steps[i]`)."""
     if not isinstance(value, dict):
-        raise RecordError(f"expected an object, got {type(value).__name__}", where)
+        raise RecordError(f"expected an object, got {type(value).__name__}")
     role = value.get("role")
     if role not in STEP_ROLES:
-        raise RecordError(f"expected one of {', '.join(STEP_ROLES)}, got {role!r}", f"{where}.role")
+        raise RecordError(f"expected one of {', '.join(STEP_ROLES)}, got {role!r}", "role")
     calls = value.get("tool_calls") or []
     if not isinstance(calls, list):
-        raise RecordError("expected a list", f"{where}.tool_calls")
+        raise RecordError("expected a list", "tool_calls")
+    tool_calls = []
+    for i, call in enumerate(calls):
+        try:
+            tool_calls.append(_tool_call(call))
+        except RecordError as exc:
+            raise exc.within(f"tool_calls[{i}]") from None
     return Step(
         role=role,
-        content=_content(value.get("content"), f"{where}.content"),
-        name=_text(value.get("name"), f"{where}.name"),
-        reasoning=_text(value.get("reasoning"), f"{where}.reasoning"),
-        tool_calls=[_tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(calls)],
-        tool_call_id=_text(value.get("tool_call_id"), f"{where}.tool_call_id"),
-        metadata=_object(value.get("metadata"), f"{where}.metadata"),
+        content=_content(value.get("content"), "content"),
+        name=_text(value.get("name"), "name"),
+        reasoning=_text(value.get("reasoning"), "reasoning"),
+        tool_calls=tool_calls,
+        tool_call_id=_text(value.get("tool_call_id"), "tool_call_id"),
+        metadata=_object(value.get("metadata"), "metadata"),
     )
+
+
+def _steps(values: list) -> list[Step]:
+    steps = []
+    for i, value in enumerate(values):
+        try:
+            steps.append(_step(value))
+        except RecordError as exc:
+            raise exc.within(f"steps[{i}]") from None
+    return steps
 
 
 def _step_number(value: Any, where: str, step_count: int) -> int | None:
@@ -259,7 +291,7 @@ def _labels(value: Any, where: str, step_count: int) -> Labels:
         annotator=_text(value.get("annotator"), f"{where}.annotator") or "gold",
         agent=_text(value.get("agent"), f"{where}.agent"),
         confidence=confidence,
-        extra=_object(value.get("extra"), f"{where}.extra"),
+        extra=_storable_object(value.get("extra"), f"{where}.extra"),
     )
 
 
@@ -282,7 +314,7 @@ def validate(data: Any) -> Record:
         raise RecordError(f"expected a list, got {type(raw_steps).__name__}", "steps")
     if not raw_steps:
         raise RecordError("a trajectory needs at least one step", "steps")
-    steps = [_step(s, f"steps[{i}]") for i, s in enumerate(raw_steps)]
+    steps = _steps(raw_steps)
 
     task = data.get("task") or {}
     if isinstance(task, str):
@@ -301,7 +333,6 @@ def validate(data: Any) -> Record:
     tools = data.get("tools") or []
     if not isinstance(tools, list):
         raise RecordError(f"expected a list, got {type(tools).__name__}", "tools")
-    _reject_nul(tools, "tools")
 
     raw_labels = data.get("labels") or []
     if isinstance(raw_labels, dict):
@@ -316,7 +347,6 @@ def validate(data: Any) -> Record:
     record_id = _text(data.get("id"), "id")
     task_id = _text(task.get("id"), "task.id") or record_id or default_task_id(steps)
     reference = task.get("reference", {})
-    _reject_nul(reference, "task.reference")
     return Record(
         id=record_id,
         task_id=task_id,

@@ -8,30 +8,26 @@ trajectory is ever left without its steps.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
 
+from curation.background import in_background
 from curation.canonical import Record, RecordError
 from curation.formats import to_record
 from curation.formats.reading import RawItem
 from curation.models import Project, Step, Task, Trajectory
 from curation.signals import trajectories_imported
-
-STEP_COLUMNS = (
-    "trajectory_id",
-    "index",
-    "role",
-    "name",
-    "content",
-    "reasoning",
-    "tool_calls",
-    "tool_call_id",
-    "metadata",
+from curation.storage import (
+    STEP_COLUMNS,
+    TRAJECTORY_COLUMNS,
+    Encoded,
+    allocate_ids,
+    encode,
+    write_rows,
 )
 
 
@@ -81,29 +77,39 @@ class _Pending:
     item: RawItem
     record: Record
     source_format: str
-    content_hash: str
+    encoded: Encoded
+
+    @property
+    def content_hash(self) -> str:
+        return self.encoded.content_hash
+
+
+@dataclass
+class _Failed:
+    item: RawItem
+    error: str
 
 
 def parse_items(
     items: Iterable[RawItem],
-    summary: ImportSummary,
     format_name: str | None = None,
     overrides: Overrides | None = None,
-) -> Iterator[_Pending]:
-    """Parsed, validated records; anything unreadable goes into `summary.errors`."""
+) -> Iterator[_Pending | _Failed]:
+    """Parsed, validated and encoded records, or what was wrong with them. No database use:
+    this runs in the parsing thread."""
     for item in items:
         if item.error:
-            summary.add_error(item, item.error)
+            yield _Failed(item, item.error)
             continue
         try:
             record, fmt = to_record(item.obj, format_name, item.source)
             if overrides:
                 overrides.apply(record)
-            yield _Pending(item, record, fmt, record.content_hash())
+            yield _Pending(item, record, fmt, encode(record))
         except RecordError as exc:
-            summary.add_error(item, str(exc))
+            yield _Failed(item, str(exc))
         except RecursionError:
-            summary.add_error(item, "nested too deeply to store")
+            yield _Failed(item, "nested too deeply to store")
 
 
 def import_items(
@@ -114,16 +120,27 @@ def import_items(
     overrides: Overrides | None = None,
     batch_size: int | None = None,
     summary: ImportSummary | None = None,
+    after_batch: Callable[[ImportSummary], None] | None = None,
 ) -> ImportSummary:
-    """Import raw records into `project`, batch by batch, and say what happened."""
+    """Import raw records into `project`, batch by batch, and say what happened.
+
+    `items` is read and parsed in a thread one batch ahead of the writes; `after_batch` is
+    called (in this thread) after each batch is written, for progress reports.
+    """
     summary = summary if summary is not None else ImportSummary()
     size = batch_size or settings.IMPORT_BATCH_SIZE
     batch: list[_Pending] = []
-    for pending in parse_items(items, summary, format_name, overrides):
-        batch.append(pending)
+    parsed = in_background(parse_items(items, format_name, overrides), size, "import-parser")
+    for result in parsed:
+        if isinstance(result, _Failed):
+            summary.add_error(result.item, result.error)
+            continue
+        batch.append(result)
         if len(batch) >= size:
             _write_batch(project, batch, summary)
             batch = []
+            if after_batch:
+                after_batch(summary)
     if batch:
         _write_batch(project, batch, summary)
     return summary
@@ -179,9 +196,11 @@ def _drop_duplicates(
     return fresh
 
 
-def _tasks_for(project: Project, records: list[Record]) -> tuple[dict[str, Task], int]:
+def _task_ids(project: Project, records: list[Record]) -> tuple[dict[str, int], int]:
+    """Ids of the records' tasks by external id, creating the missing ones."""
     wanted = {r.task_id: r for r in reversed(records)}  # first record of a task describes it
-    tasks = {t.external_id: t for t in Task.objects.filter(project=project, external_id__in=wanted)}
+    in_project = Task.objects.filter(project=project)
+    ids = dict(in_project.filter(external_id__in=wanted).values_list("external_id", "pk"))
     missing = [
         Task(
             project=project,
@@ -191,123 +210,60 @@ def _tasks_for(project: Project, records: list[Record]) -> tuple[dict[str, Task]
             metadata=r.task_metadata,
         )
         for task_id, r in wanted.items()
-        if task_id not in tasks
+        if task_id not in ids
     ]
     if missing:
         # ignore_conflicts: a concurrent import may create the same task first.
         Task.objects.bulk_create(missing, ignore_conflicts=True)
-        created = Task.objects.filter(
-            project=project, external_id__in=[t.external_id for t in missing]
-        )
-        tasks.update({t.external_id: t for t in created})
-    return tasks, len(missing)
+        created = in_project.filter(external_id__in=[t.external_id for t in missing])
+        ids.update(created.values_list("external_id", "pk"))
+    return ids, len(missing)
 
 
 def _insert(project: Project, batch: list[_Pending]) -> dict[str, int]:
-    tasks, tasks_created = _tasks_for(project, [p.record for p in batch])
-    trajectories = Trajectory.objects.bulk_create(
-        [
-            Trajectory(
-                project=project,
-                task=tasks[p.record.task_id],
-                external_id=p.record.id,
-                agent_model=p.record.agent_model,
-                agent_role=p.record.agent_role,
-                source_format=p.source_format,
-                success=p.record.success,
-                reward=p.record.reward,
-                outcome_info=p.record.outcome_info,
-                tools=p.record.tools,
-                metadata=p.record.metadata,
-                step_count=len(p.record.steps),
-                content_hash=p.content_hash,
+    task_ids, tasks_created = _task_ids(project, [p.record for p in batch])
+    ids = allocate_ids(Trajectory, len(batch))
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    write_rows(
+        Trajectory._meta.db_table,
+        TRAJECTORY_COLUMNS,
+        (
+            (
+                trajectory_id,
+                project.pk,
+                task_ids[p.record.task_id],
+                p.record.id,
+                p.record.agent_model,
+                p.record.agent_role,
+                p.source_format,
+                p.record.success,
+                p.record.reward,
+                p.encoded.outcome_info,
+                p.encoded.tools,
+                p.encoded.metadata,
+                len(p.encoded.steps),
+                p.content_hash,
+                now,
             )
-            for p in batch
-        ]
+            for trajectory_id, p in zip(ids, batch, strict=True)
+        ),
     )
-    rows = (
-        row
-        for trajectory, p in zip(trajectories, batch, strict=True)
-        for row in step_rows(trajectory.pk, p.record)
+    steps = write_rows(
+        Step._meta.db_table,
+        STEP_COLUMNS,
+        (
+            (trajectory_id, *row)
+            for trajectory_id, p in zip(ids, batch, strict=True)
+            for row in p.encoded.steps
+        ),
     )
-    steps = write_step_rows(rows)
-    records = [p.record for p in batch]
     responses = trajectories_imported.send(
-        sender=Project, project=project, trajectories=trajectories, records=records
+        sender=Project, project=project, trajectory_ids=ids, records=[p.record for p in batch]
     )
     annotations = sum(r for _, r in responses if isinstance(r, int))
     return {
-        "created": len(trajectories),
+        "created": len(ids),
         "steps": steps,
         "tasks_created": tasks_created,
         "annotations": annotations,
     }
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def step_rows(trajectory_id: int, record: Record) -> Iterator[tuple]:
-    """Step rows in STEP_COLUMNS order, JSON columns already encoded."""
-    for index, step in enumerate(record.steps):
-        yield (
-            trajectory_id,
-            index,
-            step.role,
-            step.name,
-            step.content,
-            step.reasoning,
-            _dumps(
-                [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in step.tool_calls]
-            ),
-            step.tool_call_id,
-            _dumps(step.metadata),
-        )
-
-
-def write_step_rows(rows: Iterable[tuple]) -> int:
-    """Write step rows in bulk: COPY on PostgreSQL, multi-row INSERTs elsewhere."""
-    if connection.vendor == "postgresql":
-        return _copy_steps(rows)
-    return _insert_steps(rows)
-
-
-def _copy_steps(rows: Iterable[tuple]) -> int:
-    table = Step._meta.db_table
-    columns = ", ".join(connection.ops.quote_name(c) for c in STEP_COLUMNS)
-    count = 0
-    # The raw psycopg cursor bypasses Django's wrapper: translate its errors to Django's, so a
-    # refused row fails its batch like any other DatabaseError.
-    with connection.cursor() as cursor, connection.wrap_database_errors:
-        with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-                count += 1
-    return count
-
-
-def _insert_steps(rows: Iterable[tuple], chunk: int = 500) -> int:
-    table = Step._meta.db_table
-    columns = ", ".join(connection.ops.quote_name(c) for c in STEP_COLUMNS)
-    # SQLite allows 32766 variables per statement; 500 rows x 9 columns stays well below.
-    count = 0
-    buffer: list[tuple] = []
-    with connection.cursor() as cursor:
-        for row in rows:
-            buffer.append(row)
-            if len(buffer) == chunk:
-                count += _insert_chunk(cursor, table, columns, buffer)
-                buffer = []
-        if buffer:
-            count += _insert_chunk(cursor, table, columns, buffer)
-    return count
-
-
-def _insert_chunk(cursor: Any, table: str, columns: str, rows: list[tuple]) -> int:
-    placeholders = ", ".join(["(" + ", ".join(["%s"] * len(STEP_COLUMNS)) + ")"] * len(rows))
-    cursor.execute(
-        f"INSERT INTO {table} ({columns}) VALUES {placeholders}",
-        [value for row in rows for value in row],
-    )
-    return len(rows)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
-from curation.formats.reading import RawItem, decompressed, iter_stream
+from curation.formats.reading import decompressed, iter_stream
 from curation.ingest import Overrides, import_items
 from curation.models import ImportJob
 
@@ -38,9 +35,12 @@ def run_import_job(job_id: int) -> ImportJob:
             stream = decompressed(Path(job.upload.name), raw)
             summary = import_items(
                 job.project,
-                _reporting_progress(iter_stream(stream, job.original_name), raw, job.pk),
+                iter_stream(stream, job.original_name),
                 format_name=job.format_name or None,
                 overrides=Overrides(job.agent_model, job.agent_role),
+                after_batch=lambda _: ImportJob.objects.filter(pk=job.pk).update(
+                    bytes_done=raw.tell()
+                ),
             )
     except Exception as exc:  # the job row must say what happened, whatever it was
         job.status = ImportJob.Status.FAILED
@@ -52,14 +52,3 @@ def run_import_job(job_id: int) -> ImportJob:
     job.finished_at = timezone.now()
     job.save(update_fields=["status", "error", "summary", "bytes_done", "finished_at"])
     return job
-
-
-def _reporting_progress(
-    items: Iterator[RawItem], raw: IO[bytes], job_id: int, every: float = 0.5
-) -> Iterator[RawItem]:
-    last = time.monotonic()
-    for item in items:
-        yield item
-        if time.monotonic() - last >= every:
-            last = time.monotonic()
-            ImportJob.objects.filter(pk=job_id).update(bytes_done=raw.tell())

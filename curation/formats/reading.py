@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import ijson
+import orjson
 
 SUFFIXES = (".json", ".jsonl", ".ndjson")
 
@@ -75,7 +76,8 @@ def _decode(line: bytes) -> str:
 
 
 def _parse_line(line: bytes) -> Any:
-    return json.loads(_decode(line))
+    # orjson is strict JSON: it refuses NaN and unpaired surrogates that no database stores.
+    return orjson.loads(_decode(line))
 
 
 def iter_stream(stream: IO[bytes], source: str) -> Iterator[RawItem]:
@@ -119,7 +121,7 @@ def _iter_lines(stream: IO[bytes], source: str) -> Iterator[RawItem]:
 
 def _iter_document(text: bytes, source: str, first_line: int) -> Iterator[RawItem]:
     try:
-        obj = json.loads(_decode(text))
+        obj = orjson.loads(_decode(text))
     except ValueError as exc:
         lines = text.splitlines()
         if not any(_parses(line) for line in lines[1:]):

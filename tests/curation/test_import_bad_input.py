@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.db.models import Count
 
 from annotate.models import Annotation
-from curation.formats.reading import RawItem
+from curation.formats.reading import RawItem, iter_stream
 from curation.ingest import import_items
 from curation.models import Step, Task, Trajectory
 
@@ -159,12 +159,12 @@ BROKEN_LINES = {
     "raw_nul_byte": (
         b'{"id": "bad", "steps": [{"role": "user", "content": "a\x00"}]}',
         None,
-        "invalid JSON: Invalid control character",
+        "invalid JSON: unexpected control character in string",
     ),
     "lone_surrogate": (
         b'{"id": "bad", "steps": [{"role": "user", "content": "cut emoji \\ud83d"}]}',
         None,
-        "steps[0].content: contains an unpaired surrogate",
+        "invalid JSON: no low surrogate in string",
     ),
     "invalid_utf8": (
         b'{"id": "bad", "steps": [{"role": "user", "content": "caf\xe9"}]}',
@@ -322,23 +322,21 @@ def test_a_database_refusal_inside_a_batch_is_isolated_to_that_record(project):
     assert_database_consistent()
 
 
-def test_a_json_value_the_database_refuses_is_isolated_to_that_record(project):
-    # Python's json accepts NaN, but neither SQLite's JSON check nor PostgreSQL's jsonb does.
-    nan_step = json.loads(
-        '{"id": "nan", "steps": [{"role": "user", "content": "x", "metadata": {"score": NaN}}]}'
-    )
-    nan_outcome = json.loads(
-        '{"id": "nan2", "steps": [{"role": "user", "content": "y"}], '
-        '"outcome": {"info": {"score": NaN}}}'
-    )
-    summary = import_items(
-        project,
-        raw_items(good("a"), nan_step, good("c"), nan_outcome, good("e")),
-        batch_size=10,
-    )
+def test_nan_which_no_database_stores_is_refused_as_invalid_json(project):
+    # Python's json would accept NaN; neither SQLite's JSON check nor PostgreSQL's jsonb does,
+    # so the reader (strict JSON) refuses it with the line, before anything is written.
+    lines = [
+        json.dumps(good("a")),
+        '{"id": "nan", "steps": [{"role": "user", "content": "x", "metadata": {"score": NaN}}]}',
+        json.dumps(good("c")),
+        '{"id": "nan2", "steps": [{"role": "user", "content": "y"}], "outcome": {"reward": NaN}}',
+        json.dumps(good("e")),
+    ]
+    items = iter_stream(io.BytesIO("\n".join(lines).encode()), "batch.jsonl")
+    summary = import_items(project, items, batch_size=10)
     assert (summary.created, summary.failed) == (3, 2)
     assert [e["location"] for e in summary.errors] == ["line 2", "line 4"]
-    assert all(e["error"].startswith("the database refused it") for e in summary.errors)
+    assert all(e["error"].startswith("invalid JSON") for e in summary.errors)
     assert imported_ids() == ["a", "c", "e"]
     assert_database_consistent()
 
