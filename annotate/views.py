@@ -168,7 +168,7 @@ def json_sections(trajectory: Trajectory) -> list[tuple[str, str]]:
 @login_required
 def trajectory_detail(request: HttpRequest, pk: int) -> HttpResponse:
     trajectory = get_object_or_404(
-        Trajectory.objects.select_related("project", "task"),
+        Trajectory.objects.select_related("project", "task", "toolset"),
         pk=pk,
         project__in=visible_projects(request.user),
     )

@@ -1,7 +1,7 @@
 """Import throughput against a raw PostgreSQL COPY of the same step rows (DESIGN.md section 9).
 
     DATABASE_URL=postgres://... python bench/ingest.py [--trajectories 2000 8000]
-        [--steps-per-trajectory 25] [--profile]
+        [--steps-per-trajectory 25] [--repeat 3] [--profile]
 
 For each size it writes N synthetic runs (curation.demo) to a JSONL file, then, in a fresh
 process so peak RSS is per size: imports the file with `import_trajectories` into a new project
@@ -19,6 +19,7 @@ import json
 import os
 import pstats
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -107,29 +108,39 @@ def measure(path: Path, profile: bool) -> dict:
     }
 
 
-def run_size(trajectories: int, steps: int, folder: Path, profile: bool) -> dict:
+def run_size(trajectories: int, steps: int, folder: Path, profile: bool, repeat: int) -> dict:
+    """Measure one size `repeat` times, each in a fresh process; medians of the timings."""
     path = folder / f"demo-{trajectories}x{steps}.jsonl"
     write_file(path, trajectories, steps)
     command = [sys.executable, __file__, "--measure", str(path)]
     if profile:
         command.append("--profile")
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    if done.returncode:
-        sys.exit(
-            f"measuring {trajectories} trajectories failed (exit {done.returncode}, see above)"
-        )
-    result = json.loads(done.stdout.splitlines()[-1])
+    runs = []
+    for _ in range(repeat):
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        if done.returncode:
+            sys.exit(
+                f"measuring {trajectories} trajectories failed (exit {done.returncode}, see above)"
+            )
+        runs.append(json.loads(done.stdout.splitlines()[-1]))
+    result = dict(runs[0])
+    for key in ("import_s", "copy_s"):
+        result[key] = statistics.median(r[key] for r in runs)
+    result["import_rss_mb"] = max(r["import_rss_mb"] for r in runs)
     result["file_mb"] = path.stat().st_size / 2**20
     path.unlink()
     return result
 
 
-def print_table(results: list[dict], steps: int) -> None:
+def print_table(results: list[dict], steps: int, repeat: int) -> None:
     head = (
         f"{'runs':>6} {'steps':>8} {'file MB':>8} {'import s':>9} {'runs/s':>8} {'steps/s':>9} "
         f"{'COPY s':>7} {'COPY steps/s':>13} {'ratio':>6} {'RSS start':>10} {'RSS peak':>9}"
     )
-    print(f"Import vs raw COPY, {steps} steps per trajectory (RSS in MB, peak over the import)")
+    print(
+        f"Import vs raw COPY, {steps} steps per trajectory; medians of {repeat} runs "
+        "(RSS in MB, peak over the import)"
+    )
     print(head)
     for r in results:
         rate = r["steps"] / r["import_s"]
@@ -149,6 +160,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trajectories", type=int, nargs="+", default=[2000, 8000])
     parser.add_argument("--steps-per-trajectory", type=int, default=25)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per size (medians shown)")
     parser.add_argument("--profile", action="store_true", help="cProfile the import (stderr)")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -168,10 +180,10 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder:
         results = [
-            run_size(n, args.steps_per_trajectory, Path(folder), args.profile)
+            run_size(n, args.steps_per_trajectory, Path(folder), args.profile, args.repeat)
             for n in args.trajectories
         ]
-    print_table(results, args.steps_per_trajectory)
+    print_table(results, args.steps_per_trajectory, args.repeat)
 
 
 if __name__ == "__main__":

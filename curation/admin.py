@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from curation.models import Membership, Project, Step, Task, Trajectory
+from curation.models import Membership, Project, Step, Task, ToolSet, Trajectory
 
 
 class MembershipInline(admin.TabularInline):
@@ -50,9 +50,16 @@ class TrajectoryAdmin(admin.ModelAdmin):
     list_filter = ["project", "agent_role", "success", "source_format", "agent_model"]
     search_fields = ["external_id", "task__external_id", "agent_model"]
     list_select_related = ["project", "task"]
-    raw_id_fields = ["task", "parent"]
+    raw_id_fields = ["task", "parent", "toolset"]
     readonly_fields = ["content_hash", "created_at"]
     inlines = [StepInline]
+
+
+@admin.register(ToolSet)
+class ToolSetAdmin(admin.ModelAdmin):
+    list_display = ["id", "project", "__str__"]
+    list_filter = ["project"]
+    readonly_fields = ["content_hash"]
 
 
 @admin.register(Step)

@@ -126,7 +126,8 @@ def labels_to_dict(labels: Labels) -> dict:
 
 def _text(value: Any, where: str, *, required: bool = False) -> str:
     if type(value) is str:  # the hot path: most fields of most records
-        _storable(value, where)
+        if "\x00" in value or not (value.isascii() or _is_utf8(value)):
+            _refuse_text(value, where)
         return value
     if value is None:
         if required:
@@ -134,22 +135,23 @@ def _text(value: Any, where: str, *, required: bool = False) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise RecordError(f"expected a string, got {type(value).__name__}", where)
-    text = str(value)
-    _storable(text, where)
-    return text
+    return _text(str(value), where)
 
 
-def _storable(text: str, where: str) -> None:
+def _is_utf8(text: str) -> bool:
+    """False for text holding an unpaired surrogate (such as "\ud83d"), which no database stores."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _refuse_text(text: str, where: str) -> None:
     if "\x00" in text:
         raise RecordError("contains a NUL character, which cannot be stored", where)
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:  # a lone surrogate such as "\ud83d"
-            raise RecordError(
-                f"contains an unpaired surrogate {text[exc.start]!r}, which cannot be stored",
-                where,
-            ) from None
+    bad = next(c for c in text if "\ud800" <= c <= "\udfff")
+    raise RecordError(f"contains an unpaired surrogate {bad!r}, which cannot be stored", where)
 
 
 def _object(value: Any, where: str) -> dict:
@@ -218,28 +220,30 @@ def _tool_call(value: Any) -> ToolCall:
 
 def _step(value: Any) -> Step:
     """One step; errors name the field within the step (the caller adds `steps[i]`)."""
-    if not isinstance(value, dict):
+    if type(value) is not dict:
         raise RecordError(f"expected an object, got {type(value).__name__}")
-    role = value.get("role")
+    get = value.get
+    role = get("role")
     if role not in STEP_ROLES:
         raise RecordError(f"expected one of {', '.join(STEP_ROLES)}, got {role!r}", "role")
-    calls = value.get("tool_calls") or []
-    if not isinstance(calls, list):
-        raise RecordError("expected a list", "tool_calls")
+    calls = get("tool_calls")
     tool_calls = []
-    for i, call in enumerate(calls):
-        try:
-            tool_calls.append(_tool_call(call))
-        except RecordError as exc:
-            raise exc.within(f"tool_calls[{i}]") from None
+    if calls:
+        if type(calls) is not list:
+            raise RecordError("expected a list", "tool_calls")
+        for i, call in enumerate(calls):
+            try:
+                tool_calls.append(_tool_call(call))
+            except RecordError as exc:
+                raise exc.within(f"tool_calls[{i}]") from None
     return Step(
         role=role,
-        content=_content(value.get("content"), "content"),
-        name=_text(value.get("name"), "name"),
-        reasoning=_text(value.get("reasoning"), "reasoning"),
+        content=_content(get("content"), "content"),
+        name=_text(get("name"), "name"),
+        reasoning=_text(get("reasoning"), "reasoning"),
         tool_calls=tool_calls,
-        tool_call_id=_text(value.get("tool_call_id"), "tool_call_id"),
-        metadata=_object(value.get("metadata"), "metadata"),
+        tool_call_id=_text(get("tool_call_id"), "tool_call_id"),
+        metadata=_object(get("metadata"), "metadata"),
     )
 
 

@@ -66,6 +66,23 @@ class Task(models.Model):
         return self.external_id
 
 
+class ToolSet(models.Model):
+    """Tool schemas that runs were given, stored once per project however many runs share them."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="toolsets")
+    content_hash = models.CharField(max_length=64)
+    tools = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "content_hash"], name="toolset_unique")
+        ]
+
+    def __str__(self) -> str:
+        names = [t.get("function", t).get("name", "?") for t in self.tools if isinstance(t, dict)]
+        return ", ".join(names) or "no tools"
+
+
 class Trajectory(models.Model):
     class AgentRole(models.TextChoices):
         TEACHER = "teacher"
@@ -83,7 +100,9 @@ class Trajectory(models.Model):
     success = models.BooleanField(null=True, help_text="The run's own verified outcome, if any.")
     reward = models.FloatField(null=True, blank=True)
     outcome_info = models.JSONField(default=dict, blank=True)
-    tools = models.JSONField(default=list, blank=True)
+    toolset = models.ForeignKey(
+        ToolSet, null=True, blank=True, on_delete=models.RESTRICT, related_name="trajectories"
+    )
     metadata = models.JSONField(default=dict, blank=True)
     step_count = models.PositiveIntegerField(default=0)
     content_hash = models.CharField(max_length=64)
@@ -112,6 +131,11 @@ class Trajectory(models.Model):
     def __str__(self) -> str:
         return self.external_id or f"trajectory {self.pk}"
 
+    @property
+    def tools(self) -> list:
+        """The tool schemas of the run (select_related("toolset") to avoid a query)."""
+        return self.toolset.tools if self.toolset_id else []
+
 
 class Step(models.Model):
     class Role(models.TextChoices):
@@ -120,7 +144,10 @@ class Step(models.Model):
         ASSISTANT = "assistant"
         TOOL = "tool"
 
-    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: the unique (trajectory, index) constraint serves lookups by trajectory.
+    trajectory = models.ForeignKey(
+        Trajectory, on_delete=models.CASCADE, related_name="steps", db_index=False
+    )
     index = models.PositiveIntegerField()
     role = models.CharField(max_length=20, choices=Role.choices)
     name = models.CharField(max_length=255, blank=True, help_text="Agent or tool name.")

@@ -40,7 +40,7 @@ TRAJECTORY_COLUMNS = (
     "success",
     "reward",
     "outcome_info",
-    "tools",
+    "toolset_id",
     "metadata",
     "step_count",
     "content_hash",
@@ -57,6 +57,10 @@ class Encoded:
     task_metadata: str
     steps: list[tuple]  # STEP_COLUMNS without trajectory_id
     content_hash: str  # identity of the run for idempotent import: everything but its labels
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def encode(record: Record) -> Encoded:
@@ -95,8 +99,8 @@ def encode(record: Record) -> Encoded:
         columns,
         steps,
     ]
-    digest = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()
-    return Encoded(**columns, steps=steps, content_hash=digest)
+    content_hash = digest(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS))
+    return Encoded(**columns, steps=steps, content_hash=content_hash)
 
 
 def allocate_ids(model: type[Model], count: int) -> list[int]:

@@ -57,6 +57,7 @@ class TrajectorySerializer(serializers.ModelSerializer):
 
 class TrajectoryDetailSerializer(TrajectorySerializer):
     steps = StepSerializer(many=True, read_only=True)
+    tools = serializers.JSONField(read_only=True)
 
     class Meta(TrajectorySerializer.Meta):
         fields = [

@@ -116,7 +116,9 @@ class TrajectoryDetail(generics.RetrieveAPIView):
 
     def get_queryset(self) -> QuerySet[Trajectory]:
         return _filter_project(
-            Trajectory.objects.select_related("project", "task").prefetch_related("steps"),
+            Trajectory.objects.select_related("project", "task", "toolset").prefetch_related(
+                "steps"
+            ),
             self.request,
         )
 
