@@ -37,11 +37,12 @@ def _message_to_step(message: Any, where: str) -> dict:
         if mapped != role:
             step["metadata"] = {"original_role": role}
         return step
-    # hand-crafted: the agent is written in `role`
+    # hand-crafted: the agent is written in `role`, with what it did in brackets
+    # ("Orchestrator (thought)"); the name is the agent, as `mistake_agent` names it.
     mapped = "user" if role in USER_ROLES else "assistant"
     return {
         "role": mapped,
-        "name": "" if role in USER_ROLES else role,
+        "name": "" if role in USER_ROLES else role.split(" (", 1)[0],
         "content": message.get("content"),
         "metadata": {"role_as_written": role},
     }

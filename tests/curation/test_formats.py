@@ -12,6 +12,7 @@ import pytest
 
 from curation.canonical import Labels, RecordError
 from curation.formats import FORMATS, detect, to_record
+from tests.curation.helpers import WHO_AND_WHEN_HAND_CRAFTED
 
 CANONICAL = {
     "id": "run-17",
@@ -161,23 +162,6 @@ WHO_AND_WHEN_ALGORITHM = {
     "annotator_notes": "kept as given",
 }
 
-WHO_AND_WHEN_HAND_CRAFTED = {
-    "is_correct": False,
-    "question": "What is the capital of the country with the tallest tower?",
-    "question_ID": "hc-1",
-    "level": 1,
-    "ground_truth": "Dubai",
-    "history": [
-        {"content": "What is the capital ...?", "role": "human"},
-        {"content": "Plan: search the web.", "role": "Orchestrator (thought)"},
-        {"content": "Search for tallest tower", "role": "Orchestrator (-> WebSurfer)"},
-        {"content": "I typed 'tallest tower'.", "role": "WebSurfer"},
-        {"content": "FINAL ANSWER: Riyadh", "role": "Orchestrator (final answer)"},
-    ],
-    "mistake_agent": "WebSurfer",
-    "mistake_step": "3",
-    "mistake_reason": "It read the wrong search result.",
-}
 
 SAMPLES = {
     "canonical": CANONICAL,
@@ -361,10 +345,10 @@ def test_who_and_when_hand_crafted_agent_is_read_from_role():
     ]
     assert [s.name for s in record.steps] == [
         "",
-        "Orchestrator (thought)",
-        "Orchestrator (-> WebSurfer)",
+        "Orchestrator",
+        "Orchestrator",
         "WebSurfer",
-        "Orchestrator (final answer)",
+        "Orchestrator",
     ]
     assert record.steps[0].metadata == {"role_as_written": "human"}
     (gold,) = record.labels

@@ -8,13 +8,13 @@ import io
 import json
 
 import pytest
-from django.core.management import call_command
 from django.db.models import Count
 
 from annotate.models import Annotation
 from curation.formats.reading import RawItem, iter_stream
 from curation.ingest import import_items
 from curation.models import Step, Task, Trajectory
+from tests.curation.helpers import run_import as run
 
 pytestmark = pytest.mark.django_db
 
@@ -29,24 +29,6 @@ def good(name: str) -> dict:
         ],
         "labels": {"verdict": "failure", "first_critical_step": 1},
     }
-
-
-def run(*paths, **options) -> tuple[int, dict]:
-    out = io.StringIO()
-    code = 0
-    try:
-        call_command(
-            "import_trajectories",
-            *[str(p) for p in paths],
-            project="demo",
-            json=True,
-            stdout=out,
-            stderr=io.StringIO(),
-            **options,
-        )
-    except SystemExit as exc:
-        code = exc.code
-    return code, json.loads(out.getvalue())
 
 
 def assert_database_consistent() -> None:

@@ -13,6 +13,7 @@ from django.db.models import Count
 
 from annotate.models import Annotation
 from curation.models import Project, Step, Task, Trajectory
+from tests.curation.helpers import run_import as run
 
 pytestmark = pytest.mark.django_db
 
@@ -37,27 +38,6 @@ def record(n: int, **extra) -> dict:
 
 def jsonl(*records) -> bytes:
     return b"\n".join(json.dumps(r).encode() for r in records) + b"\n"
-
-
-def run(*paths, **options) -> tuple[int, dict]:
-    """Run the command with --json; return its exit code and its summary."""
-    out = io.StringIO()
-    code = 0
-    try:
-        call_command(
-            "import_trajectories",
-            *[str(p) for p in paths],
-            project=options.pop("project", "demo"),
-            json=True,
-            stdout=out,
-            stderr=io.StringIO(),
-            **options,
-        )
-    except SystemExit as exc:
-        code = exc.code
-    lines = out.getvalue().splitlines()
-    assert len(lines) == 1, out.getvalue()
-    return code, json.loads(lines[0])
 
 
 def assert_steps_complete() -> None:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from django.db.models import Count, F
 
 from annotate.models import Annotation
 from curation.formats import FORMATS, to_record
 from curation.formats.reading import iter_stream
 from curation.models import Project, Step, Task, Trajectory
+from tests.curation.helpers import WHO_AND_WHEN_HAND_CRAFTED, run_import
 
 pytestmark = pytest.mark.django_db
 
@@ -21,21 +20,8 @@ TAU_BENCH = Path("tau-bench") / "gpt-4o-airline.json"
 WHO_AND_WHEN = Path("who-and-when") / "algorithm-generated"
 
 
-def run(path: Path, project: str = "real") -> tuple[int, dict]:
-    out = io.StringIO()
-    code = 0
-    try:
-        call_command(
-            "import_trajectories",
-            str(path),
-            project=project,
-            json=True,
-            stdout=out,
-            stderr=io.StringIO(),
-        )
-    except SystemExit as exc:
-        code = exc.code
-    return code, json.loads(out.getvalue())
+def run(path: Path) -> tuple[int, dict]:
+    return run_import(path, project="real")
 
 
 def assert_steps_complete(project: Project) -> None:
@@ -157,24 +143,7 @@ def test_who_and_when_second_import_creates_nothing(shared_data):
 
 
 def test_who_and_when_hand_crafted_agent_written_in_role(tmp_path):
-    # The hand-crafted half is not in ../shared/data: a sample of its shape, built here.
-    log = {
-        "is_correct": False,
-        "question": "Which city hosts the tallest tower's country capital?",
-        "question_ID": "hc-42",
-        "level": 1,
-        "ground_truth": "Riyadh",
-        "history": [
-            {"content": "Which city ...?", "role": "human"},
-            {"content": "Plan: ask WebSurfer.", "role": "Orchestrator (thought)"},
-            {"content": "Search the tallest tower.", "role": "Orchestrator (-> WebSurfer)"},
-            {"content": "I clicked the first result.", "role": "WebSurfer"},
-            {"content": "FINAL ANSWER: Dubai", "role": "Orchestrator (final answer)"},
-        ],
-        "mistake_agent": "WebSurfer",
-        "mistake_step": "3",
-        "mistake_reason": "It trusted an outdated page.",
-    }
+    log = WHO_AND_WHEN_HAND_CRAFTED
     path = tmp_path / "42.json"
     path.write_text(json.dumps(log, indent=4))
     code, summary = run(path)
@@ -187,19 +156,19 @@ def test_who_and_when_hand_crafted_agent_written_in_role(tmp_path):
     assert [s.role for s in steps] == ["user", "assistant", "assistant", "assistant", "assistant"]
     assert [s.name for s in steps] == [
         "",
-        "Orchestrator (thought)",
-        "Orchestrator (-> WebSurfer)",
+        "Orchestrator",
+        "Orchestrator",
         "WebSurfer",
-        "Orchestrator (final answer)",
+        "Orchestrator",
     ]
     assert [s.metadata["role_as_written"] for s in steps] == [m["role"] for m in log["history"]]
     assert [s.content for s in steps] == [m["content"] for m in log["history"]]
     gold = trajectory.annotations.get()
     assert gold.first_critical_step == 3
     assert steps[gold.first_critical_step].name == gold.responsible_agent == "WebSurfer"
-    assert gold.rationale == "It trusted an outdated page."
-    assert trajectory.task.external_id == "hc-42"
-    assert trajectory.task.reference == {"ground_truth": "Riyadh"}
+    assert gold.rationale == "It read the wrong search result."
+    assert trajectory.task.external_id == "hc-1"
+    assert trajectory.task.reference == {"ground_truth": "Dubai"}
 
 
 @pytest.mark.shared_data
