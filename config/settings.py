@@ -22,11 +22,8 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG and os.environ.get("REQUIRE_SECRET_KEY"):
-        raise RuntimeError("SECRET_KEY must be set")
-    SECRET_KEY = "insecure-local-development-key-set-SECRET_KEY-in-production"
+# The default only suits one machine; `manage.py check --deploy` flags it in production.
+SECRET_KEY = os.environ.get("SECRET_KEY", "django-insecure-local-key-set-SECRET_KEY-in-production")
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
 
 INSTALLED_APPS = [

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from curation.models import Membership, Project, Step, Task, ToolSet, Trajectory
+from curation.models import ImportJob, Membership, Project, Step, Task, ToolSet, Trajectory
 
 
 class MembershipInline(admin.TabularInline):
@@ -68,3 +68,11 @@ class StepAdmin(admin.ModelAdmin):
     list_filter = ["role"]
     raw_id_fields = ["trajectory"]
     list_select_related = ["trajectory"]
+
+
+@admin.register(ImportJob)
+class ImportJobAdmin(admin.ModelAdmin):
+    list_display = ["id", "project", "original_name", "status", "created_by", "created_at"]
+    list_filter = ["status", "project"]
+    readonly_fields = ["summary", "error", "started_at", "finished_at", "bytes_total", "bytes_done"]
+    list_select_related = ["project", "created_by"]

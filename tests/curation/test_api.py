@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.files.base import ContentFile
 from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from curation.models import Membership, Project, Trajectory
+from curation.models import ImportJob, Membership, Project, Trajectory
 
 
 def record(n: int, success: bool = True, model: str = "gpt-4o") -> dict:
@@ -189,7 +190,9 @@ def test_a_user_without_access_gets_403_or_404_from_every_endpoint(
         client = APIClient()
     else:
         client = client_for(User.objects.create_user("otto", password="pw"))
+    job = ImportJob.objects.create(project=project, upload=ContentFile(b"{}", name="x.jsonl"))
     reads = [
+        f"/api/import-jobs/{job.pk}/",
         f"/api/projects/{project.slug}/",
         f"/api/tasks/?project={project.slug}",
         f"/api/tasks/{task.pk}/",

@@ -63,6 +63,7 @@ class Command(BaseCommand):
             batch_size=options["batch_size"],
             summary=summary,
         )
+        progress.update(progress.total, summary.created, summary.failed, force=True)
         progress.close()
         self._report(summary, project, project_created, options["json"])
         if summary.failed:
