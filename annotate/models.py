@@ -1,11 +1,12 @@
-"""Judgements of trajectories: by people, by judges, or gold labels that came with a dataset."""
+"""Judgements of trajectories (by people, by judges, or gold labels that came with a dataset),
+per-step scores, annotation queues, adjudications and the effective label they add up to."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
 
-from curation.models import Trajectory
+from curation.models import Project, Trajectory
 
 
 class Annotation(models.Model):
@@ -45,7 +46,10 @@ class Annotation(models.Model):
     error_category = models.CharField(max_length=100, blank=True)
     rationale = models.TextField(blank=True)
     confidence = models.FloatField(null=True, blank=True)
-    extra = models.JSONField(default=dict, blank=True)
+    extra = models.JSONField(default=dict, blank=True, help_text="The project's extra labels.")
+    step_labels = models.JSONField(
+        default=dict, blank=True, help_text='Per-step labels by step index: {"3": "progress"}.'
+    )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.SUBMITTED)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -70,3 +74,165 @@ class Annotation(models.Model):
     def __str__(self) -> str:
         who = self.author or self.source_name or self.source
         return f"{who} on {self.trajectory_id}: {self.verdict or 'no verdict'}"
+
+
+class StepScore(models.Model):
+    """A label and/or score for one step, from a person, a judge or a reward model."""
+
+    class Label(models.TextChoices):
+        PROGRESS = "progress"
+        EXPLORATION = "exploration"
+        NO_PROGRESS = "no_progress"
+        REGRESSION = "regression"
+        ERROR = "error"
+
+    class Source(models.TextChoices):
+        HUMAN = "human"
+        JUDGE = "judge"
+        REWARD_MODEL = "reward_model"
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="step_scores")
+    step_index = models.PositiveIntegerField()
+    source = models.CharField(max_length=20, choices=Source.choices)
+    source_name = models.CharField(max_length=200, blank=True)
+    label = models.CharField(max_length=20, choices=Label.choices, blank=True)
+    score = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["trajectory", "step_index", "id"]
+        indexes = [models.Index(fields=["trajectory", "step_index"], name="stepscore_traj_step")]
+
+    def __str__(self) -> str:
+        return f"step {self.step_index} of {self.trajectory_id}: {self.label or self.score}"
+
+
+class Queue(models.Model):
+    """Trajectories picked by a list filter, handed to annotators `overlap` times each."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="queues")
+    name = models.CharField(max_length=200)
+    filter = models.JSONField(
+        default=dict, blank=True, help_text="The list filter it was made from."
+    )
+    overlap = models.PositiveSmallIntegerField(default=1, help_text="Annotators per item.")
+    annotators = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="annotation_queues",
+        help_text="Who may work on it; nobody listed means every annotator of the project.",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["project", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class QueueItem(models.Model):
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="items")
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="+")
+    position = models.PositiveIntegerField()
+    claims = models.PositiveSmallIntegerField(
+        default=0, help_text="Assignments handed out; never more than the queue's overlap."
+    )
+
+    class Meta:
+        ordering = ["queue", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "trajectory"], name="queueitem_unique")
+        ]
+        indexes = [models.Index(fields=["queue", "claims", "position"], name="queueitem_open")]
+
+    def __str__(self) -> str:
+        return f"{self.queue_id}#{self.position}"
+
+
+class Assignment(models.Model):
+    class Status(models.TextChoices):
+        CLAIMED = "claimed"
+        DONE = "done"
+
+    item = models.ForeignKey(QueueItem, on_delete=models.CASCADE, related_name="assignments")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments"
+    )
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.CLAIMED)
+    claimed_at = models.DateTimeField(auto_now_add=True)
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["item", "annotator"], name="assignment_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item} for {self.annotator_id} ({self.status})"
+
+
+class Adjudication(models.Model):
+    """A reviewer's final label where annotators disagree; it outranks every other source."""
+
+    trajectory = models.OneToOneField(
+        Trajectory, on_delete=models.CASCADE, related_name="adjudication"
+    )
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    verdict = models.CharField(max_length=20, choices=Annotation.Verdict.choices, blank=True)
+    first_critical_step = models.PositiveIntegerField(null=True, blank=True)
+    root_cause_step = models.PositiveIntegerField(null=True, blank=True)
+    error_category = models.CharField(max_length=100, blank=True)
+    rationale = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"adjudication of {self.trajectory_id}: {self.verdict}"
+
+
+class EffectiveLabel(models.Model):
+    """The label a trajectory ends up with (DESIGN.md section 3), field by field with the source
+    each field came from. Derived: `annotate.effective.refresh` rewrites it whenever an
+    annotation, an adjudication or an import changes its inputs, so lists can filter on it."""
+
+    class Source(models.TextChoices):
+        ADJUDICATED = "adjudicated"
+        HUMANS_AGREE = "humans_agree", "agreeing humans"
+        HUMAN = "human"
+        OUTCOME = "outcome", "verified outcome"
+        JUDGE_PANEL = "judge_panel", "judge panel"
+        JUDGE = "judge"
+        HEURISTIC = "heuristic"
+
+    trajectory = models.OneToOneField(
+        Trajectory, on_delete=models.CASCADE, primary_key=True, related_name="effective_label"
+    )
+    verdict = models.CharField(max_length=20, blank=True)
+    verdict_source = models.CharField(max_length=20, choices=Source.choices, blank=True)
+    first_critical_step = models.PositiveIntegerField(null=True, blank=True)
+    first_critical_step_source = models.CharField(max_length=20, choices=Source.choices, blank=True)
+    root_cause_step = models.PositiveIntegerField(null=True, blank=True)
+    root_cause_step_source = models.CharField(max_length=20, choices=Source.choices, blank=True)
+    error_category = models.CharField(max_length=100, blank=True)
+    error_category_source = models.CharField(max_length=20, choices=Source.choices, blank=True)
+    has_human = models.BooleanField(default=False, help_text="A person or gold label judged it.")
+    humans_disagree = models.BooleanField(default=False)
+    judge_disagrees = models.BooleanField(
+        default=False, help_text="A judge's verdict or critical step differs from the humans'."
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["verdict", "verdict_source"], name="effective_verdict"),
+            models.Index(fields=["error_category"], name="effective_category"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trajectory_id}: {self.verdict or '?'} ({self.verdict_source or 'none'})"

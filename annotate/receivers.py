@@ -6,6 +6,7 @@ from typing import Any
 
 from django.dispatch import receiver
 
+from annotate.effective import create_for_new
 from annotate.models import Annotation
 from curation.canonical import Labels, Record
 from curation.signals import trajectories_imported
@@ -29,10 +30,14 @@ def gold_annotation(trajectory_id: int, labels: Labels) -> Annotation:
 
 @receiver(trajectories_imported)
 def store_gold_labels(trajectory_ids: list[int], records: list[Record], **kwargs: Any) -> int:
-    annotations = [
-        gold_annotation(trajectory_id, labels)
+    """Gold annotations and the effective labels of the imported runs; returns the number of
+    annotations."""
+    by_trajectory = {
+        trajectory_id: [gold_annotation(trajectory_id, labels) for labels in record.labels]
         for trajectory_id, record in zip(trajectory_ids, records, strict=True)
-        for labels in record.labels
-    ]
+        if record.labels
+    }
+    annotations = [a for group in by_trajectory.values() for a in group]
     Annotation.objects.bulk_create(annotations)
+    create_for_new(trajectory_ids, [r.success for r in records], by_trajectory)
     return len(annotations)

@@ -20,15 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PROJECT_NAME = "Demo: airline support agents"
-ERROR_TAXONOMY = [
-    "wrong_tool",
-    "wrong_arguments",
-    "ignored_tool_error",
-    "skipped_confirmation",
-    "hallucinated_fact",
-    "premature_answer",
-    "loop",
-]
 AGENTS = (("gpt-4o", "teacher"), ("qwen2.5-7b-instruct", "student"))
 TRIALS = 2
 RUNS_PER_TASK = len(AGENTS) * TRIALS
@@ -130,6 +121,12 @@ FREE_BAGS = {"regular": (0, 1, 2), "silver": (1, 2, 3), "gold": (2, 3, 3)}
 KINDS = ("cancel", "baggage", "change_flight")
 FAILURES = ("wrong_arguments", "skipped_confirmation", "ignored_tool_error", "premature_answer")
 FAILURE_WEIGHTS = (3, 2.5, 3, 1.5)
+# The default taxonomy's name for each labelled kind of failure (curation.taxonomy).
+CATEGORIES = {
+    "wrong_arguments": "wrong_arguments",
+    "skipped_confirmation": "unconfirmed_side_effect",
+    "ignored_tool_error": "ignored_tool_output_or_error",
+}
 NOT_FOUND = json.dumps({"error": "reservation not found"})
 BAD_PAYMENT = json.dumps({"error": "payment method not found"})
 _ID_CHARS = string.ascii_uppercase + string.digits
@@ -576,7 +573,7 @@ def _labels(task: Task, plan: _Plan, steps: list[dict], action: dict, done: dict
         "verdict": "failure",
         "first_critical_step": first,
         "root_cause_step": root,
-        "category": plan.failure,
+        "category": CATEGORIES[plan.failure],
         "rationale": rationale,
         "annotator": "gold",
     }

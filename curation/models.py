@@ -5,16 +5,25 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from curation.taxonomy import category_names, default_error_taxonomy
+
 
 class Project(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     error_taxonomy = models.JSONField(
-        default=list, blank=True, help_text="Error categories annotators and judges choose from."
+        default=default_error_taxonomy,
+        blank=True,
+        help_text="Error categories annotators and judges choose from: [{name, description}].",
     )
     label_schema = models.JSONField(
-        default=list, blank=True, help_text="Extra label fields (numeric, categorical, boolean)."
+        default=list,
+        blank=True,
+        help_text=(
+            "Extra label fields: [{name, type: numeric|categorical|boolean, "
+            "min, max, choices, description}]."
+        ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -23,6 +32,10 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    @property
+    def categories(self) -> list[str]:
+        return category_names(self.error_taxonomy)
 
 
 class Membership(models.Model):

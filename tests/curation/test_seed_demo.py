@@ -7,8 +7,9 @@ from django.core.management import call_command
 
 from annotate.models import Annotation
 from curation.canonical import validate
-from curation.demo import ERROR_TAXONOMY, MIN_STEPS, PROJECT_NAME, demo_records
+from curation.demo import MIN_STEPS, PROJECT_NAME, demo_records
 from curation.models import Project, Step, Task, Trajectory
+from curation.taxonomy import default_error_taxonomy
 
 
 def seed(*args: str) -> str:
@@ -31,7 +32,7 @@ def test_it_creates_the_demo_project(db):
 
     project = Project.objects.get(slug="demo")
     assert project.name == PROJECT_NAME
-    assert project.error_taxonomy == ERROR_TAXONOMY
+    assert project.error_taxonomy == default_error_taxonomy()
     assert project.trajectories.count() == 60
     assert "Created project 'demo'" in output
     assert "Seeded 60 trajectories" in output
@@ -66,14 +67,16 @@ def test_it_seeds_tool_calls_and_tool_errors(db):
 def test_gold_labels_point_at_the_assistant_step_that_failed(db):
     seed()
 
-    gold = Annotation.objects.filter(source=Annotation.Source.GOLD).select_related("trajectory")
+    gold = Annotation.objects.filter(source=Annotation.Source.GOLD).select_related(
+        "trajectory__project"
+    )
     assert gold.count() > 0
     for label in gold:
         step = Step.objects.get(trajectory=label.trajectory, index=label.first_critical_step)
         assert step.role == "assistant"
         assert label.verdict == "failure"
         assert label.trajectory.success is False
-        assert label.error_category in ERROR_TAXONOMY
+        assert label.error_category in label.trajectory.project.categories
         assert label.root_cause_step <= label.first_critical_step
         assert label.rationale
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from curation.demo import ERROR_TAXONOMY, PROJECT_NAME, demo_records
+from curation.demo import PROJECT_NAME, demo_records
 from curation.formats.reading import RawItem
 from curation.ingest import import_items
 from curation.models import Project
@@ -27,7 +27,7 @@ class Command(BaseCommand):
             raise CommandError("--count cannot be negative")
         project, created = Project.objects.get_or_create(
             slug=options["project"],
-            defaults={"name": PROJECT_NAME, "error_taxonomy": ERROR_TAXONOMY},
+            defaults={"name": PROJECT_NAME},
         )
         self.stdout.write(
             f"Created project '{project.slug}'."
