@@ -1,8 +1,10 @@
-from django.urls import path
-
-from annotate import views
+from annotate.views import adjudication, agreement, annotation, lists, queues, review
 
 urlpatterns = [
-    path("p/<slug:slug>/", views.project_detail, name="project-detail"),
-    path("t/<int:pk>/", views.trajectory_detail, name="trajectory-detail"),
+    *lists.urls,
+    *review.urls,
+    *annotation.urls,
+    *queues.urls,
+    *adjudication.urls,
+    *agreement.urls,
 ]

@@ -8,6 +8,8 @@ from django.db.models import QuerySet
 from curation.models import Membership, Project
 
 IMPORT_ROLES = {Membership.Role.ADMIN, Membership.Role.RESEARCHER}
+REVIEW_ROLES = {Membership.Role.ADMIN, Membership.Role.REVIEWER}
+MANAGE_ROLES = IMPORT_ROLES  # create queues, edit the taxonomy and label fields
 
 
 def visible_projects(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Project]:
@@ -29,3 +31,13 @@ def role_in(user: AbstractBaseUser | AnonymousUser, project: Project) -> str | N
 
 def can_import(user: AbstractBaseUser | AnonymousUser, project: Project) -> bool:
     return role_in(user, project) in IMPORT_ROLES
+
+
+def can_review(user: AbstractBaseUser | AnonymousUser, project: Project) -> bool:
+    """Adjudicate disagreements: reviewers and admins."""
+    return role_in(user, project) in REVIEW_ROLES
+
+
+def can_manage(user: AbstractBaseUser | AnonymousUser, project: Project) -> bool:
+    """Create queues and edit the project's taxonomy and label fields: researchers and admins."""
+    return role_in(user, project) in MANAGE_ROLES

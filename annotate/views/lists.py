@@ -1,13 +1,7 @@
-"""Review pages: a project's trajectories and one trajectory with its steps and labels.
-
-Every page needs a login, and a project or trajectory outside `visible_projects` is a 404.
-Each page runs a fixed number of SQL queries, however many trajectories or steps it shows.
-"""
+"""The trajectory list of a project: filters and keyset pages."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
 from django import forms
@@ -15,28 +9,18 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import path
 
 from annotate.models import Annotation
-from curation.models import Project, Step, Trajectory
+from curation.models import Project, Trajectory
 from curation.permissions import can_import, visible_projects
 
 PAGE_SIZE = 50
-LONG_CONTENT = 2000  # characters; longer step content is folded into a <details>
 OUTCOMES: dict[str, dict[str, Any]] = {
     "success": {"success": True},
     "failure": {"success": False},
     "unknown": {"success__isnull": True},
 }
-
-
-def pretty_json(value: Any) -> str:
-    """Indented JSON; a string (malformed tool arguments, kept as written) stays as it is."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, indent=2, ensure_ascii=False)
-
-
-# --- project page ---------------------------------------------------------------------------
 
 
 class TrajectoryFilter(forms.Form):
@@ -115,69 +99,4 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "annotate/project_detail.html", context)
 
 
-# --- trajectory page ------------------------------------------------------------------------
-
-
-@dataclass
-class ShownCall:
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass
-class ShownStep:
-    step: Step
-    calls: list[ShownCall]
-    metadata: str
-    critical: bool
-
-    @property
-    def long(self) -> bool:
-        return len(self.step.content) > LONG_CONTENT
-
-
-def shown_step(step: Step, critical_steps: set[int]) -> ShownStep:
-    calls = [
-        ShownCall(
-            id=str(call.get("id") or ""),
-            name=str(call.get("name") or ""),
-            arguments=pretty_json(call.get("arguments", {})),
-        )
-        for call in step.tool_calls
-    ]
-    return ShownStep(
-        step=step,
-        calls=calls,
-        metadata=pretty_json(step.metadata) if step.metadata else "",
-        critical=step.index in critical_steps,
-    )
-
-
-def json_sections(trajectory: Trajectory) -> list[tuple[str, str]]:
-    """The trajectory's JSON blobs worth a look, as (title, indented JSON), empty ones left out."""
-    sections = [
-        ("Task reference", trajectory.task.reference),
-        ("Outcome info", trajectory.outcome_info),
-        (f"Tools ({len(trajectory.tools)})", trajectory.tools),
-        ("Metadata", trajectory.metadata),
-    ]
-    return [(title, pretty_json(value)) for title, value in sections if value]
-
-
-@login_required
-def trajectory_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    trajectory = get_object_or_404(
-        Trajectory.objects.select_related("project", "task", "toolset"),
-        pk=pk,
-        project__in=visible_projects(request.user),
-    )
-    gold = list(trajectory.annotations.filter(source=Annotation.Source.GOLD))
-    critical_steps = {a.first_critical_step for a in gold if a.first_critical_step is not None}
-    context = {
-        "trajectory": trajectory,
-        "gold": gold,
-        "steps": [shown_step(step, critical_steps) for step in trajectory.steps.all()],
-        "json_sections": json_sections(trajectory),
-    }
-    return render(request, "annotate/trajectory_detail.html", context)
+urls = [path("p/<slug:slug>/", project_detail, name="project-detail")]
