@@ -1,0 +1,53 @@
+"""Hostile trajectory text stays inert in the browser: no script runs, nothing leaves."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+
+from curation.formats.reading import RawItem
+from curation.ingest import import_items
+from curation.models import Membership, Project, Trajectory
+from tests.e2e.conftest import log_in
+
+HOSTILE = [
+    "<script>alert('script')</script>",
+    "<img src=x onerror=\"alert('img')\">",
+    "[click me](javascript:alert('link'))",
+    "<svg onload=alert('svg')></svg>",
+    '<a href="http://evil.example/steal">away</a><img src="http://evil.example/pixel.png">',
+]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hostile_content_is_shown_as_text_and_runs_nothing(page, live_server) -> None:
+    project = Project.objects.create(slug="hostile", name="Hostile")
+    user = User.objects.create_user("ann", password="pw")
+    Membership.objects.create(project=project, user=user, role="annotator")
+    record = {
+        "id": "evil",
+        "task": {"id": "t", "instruction": HOSTILE[0]},
+        "steps": [{"role": "user", "content": text} for text in HOSTILE]
+        + [
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": "c1", "name": "<img src=x onerror=alert('tool')>", "arguments": {}}
+                ],
+            }
+        ],
+    }
+    import_items(project, [RawItem("test", "item 0", record)])
+    trajectory = Trajectory.objects.get()
+
+    log_in(page.page, live_server, "ann", "pw")
+    page.page.goto(f"{live_server.url}/t/{trajectory.pk}/")
+    page.page.wait_for_load_state("networkidle")
+
+    assert page.dialogs == []
+    assert page.outside == []
+    body = page.page.inner_text("main")
+    assert "<script>alert('script')</script>" in body
+    assert "onerror" in body
+    assert page.page.locator("main script, main img, main svg").count() == 0
