@@ -1,4 +1,12 @@
-from annotate.views import adjudication, agreement, annotation, lists, queues, review
+from annotate.views import (
+    adjudication,
+    agreement,
+    annotation,
+    lists,
+    project_settings,
+    queues,
+    review,
+)
 
 urlpatterns = [
     *lists.urls,
@@ -7,4 +15,5 @@ urlpatterns = [
     *queues.urls,
     *adjudication.urls,
     *agreement.urls,
+    *project_settings.urls,
 ]

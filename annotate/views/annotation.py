@@ -1,19 +1,182 @@
-"""The annotation form on the review page (the annotation helper implements it).
+"""The annotation form of the review page: one human annotation per user and trajectory.
 
-Contract: `form_context(request, trajectory) -> dict` gives what
-templates/annotate/_annotation_form.html needs; the review page merges it into its context.
+Drafts autosave; a submit checks the labelling rules, refreshes the effective label and, when
+the page came from a queue, marks the queue assignment done. Every save names the version it
+was made from and is refused, never merged, when someone saved the annotation since.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
 from typing import Any
 
-from django.http import HttpRequest
-from django.urls import URLPattern
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import path, reverse
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods
 
+from annotate import effective, queues
+from annotate.forms import STEP_LABEL_PREFIX, STEP_LABELS, AnnotationForm, initial_from
+from annotate.models import Annotation, Queue
 from curation.models import Trajectory
+from curation.permissions import visible_projects
+
+TEMPLATE = "annotate/_annotation_form.html"
+STALE = "Someone saved this annotation since you opened it; reload to see their version."
+
+
+@dataclass
+class State:
+    """The line under the form's title: what the last save did."""
+
+    message: str = ""
+    kind: str = ""  # "", "saved", "error" or "stale"
+
+
+def own_annotation(trajectory: Trajectory, user: AbstractBaseUser) -> Annotation | None:
+    return Annotation.objects.filter(trajectory=trajectory, author=user).first()
+
+
+def page_queue(trajectory: Trajectory, raw_id: str | None) -> Queue | None:
+    """The project's queue the page was opened from (`?queue=<id>`), if any."""
+    if not raw_id or not raw_id.isdigit():
+        return None
+    return Queue.objects.filter(pk=int(raw_id), project_id=trajectory.project_id).first()
+
+
+def save(
+    trajectory: Trajectory, user: AbstractBaseUser, version: int, values: dict[str, Any]
+) -> Annotation | None:
+    """Write the user's annotation if it is still at `version` (0: none yet) and bump its
+    version; None, with nothing written, if someone saved it since."""
+    if version == 0:
+        try:
+            with transaction.atomic():
+                return Annotation.objects.create(
+                    trajectory=trajectory,
+                    author=user,
+                    source=Annotation.Source.HUMAN,
+                    version=1,
+                    **values,
+                )
+        except IntegrityError:
+            return None
+    current = Annotation.objects.filter(trajectory=trajectory, author=user, version=version)
+    if not current.update(**values, version=version + 1, updated_at=timezone.now()):
+        return None
+    return Annotation.objects.get(trajectory=trajectory, author=user)
+
+
+def saved_state(annotation: Annotation | None) -> State:
+    if annotation is None:
+        return State()
+    at = timezone.localtime(annotation.updated_at).strftime("%H:%M:%S")
+    if annotation.status == Annotation.Status.SUBMITTED:
+        return State(f"Submitted {at}; change it and submit again to update it.", "saved")
+    return State(f"Draft saved {at}", "saved")
+
+
+def step_label_rows(form: AnnotationForm, annotation: Annotation | None) -> list[tuple[int, str]]:
+    """(step index, label) for every step, from the posted form or the stored annotation."""
+    if form.is_bound:
+        labels = {
+            key.removeprefix(STEP_LABEL_PREFIX): value
+            for key, value in form.data.items()
+            if key.startswith(STEP_LABEL_PREFIX)
+        }
+    else:
+        labels = annotation.step_labels if annotation else {}
+    return [(index, labels.get(str(index), "")) for index in range(form.step_count)]
+
+
+def context_for(
+    trajectory: Trajectory,
+    form: AnnotationForm,
+    annotation: Annotation | None,
+    queue: Queue | None,
+    state: State,
+    version: int,
+) -> dict[str, Any]:
+    """What templates/annotate/_annotation_form.html needs."""
+    url = reverse("annotation-form", kwargs={"pk": trajectory.pk})
+    submitted = annotation is not None and annotation.status == Annotation.Status.SUBMITTED
+    return {
+        "annotation_form": form,
+        "annotation_url": f"{url}?queue={queue.pk}" if queue else url,
+        "annotation_queue": queue,
+        "annotation_state": state,
+        "annotation_version": version,
+        "annotation_submitted": submitted,
+        "annotation_categories": [
+            (str(n) if n <= 9 else "", entry["name"], entry.get("description", ""))
+            for n, entry in enumerate(trajectory.project.error_taxonomy, start=1)
+            if isinstance(entry, dict)
+        ],
+        "annotation_verdicts": Annotation.Verdict.values,
+        "step_label_rows": step_label_rows(form, annotation),
+        "step_label_choices": STEP_LABELS,
+    }
 
 
 def form_context(request: HttpRequest, trajectory: Trajectory) -> dict[str, Any]:
-    return {}
+    """The form as the review page shows it: the user's annotation as last saved."""
+    annotation = own_annotation(trajectory, request.user)
+    form = AnnotationForm(trajectory, initial=initial_from(annotation))
+    queue = page_queue(trajectory, request.GET.get("queue"))
+    version = annotation.version if annotation else 0
+    return context_for(trajectory, form, annotation, queue, saved_state(annotation), version)
 
 
-urls: list[URLPattern] = []
+def finish_submit(request: HttpRequest, trajectory: Trajectory, queue: Queue | None) -> None:
+    effective.refresh([trajectory.pk])
+    if queue is not None:
+        queues.complete(queue, request.user, trajectory)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def annotation_form(request: HttpRequest, pk: int) -> HttpResponse:
+    """GET: the form partial, fresh from the database. POST: save a draft (autosave; answers
+    with the state line only) or submit (`intent=submit`; answers with the whole form)."""
+    trajectory = get_object_or_404(
+        Trajectory.objects.select_related("project"),
+        pk=pk,
+        project__in=visible_projects(request.user),
+    )
+    if request.method == "GET":
+        return render(request, TEMPLATE, form_context(request, trajectory))
+    submitting = request.POST.get("intent") == "submit"
+    queue = page_queue(trajectory, request.GET.get("queue"))
+    annotation = own_annotation(trajectory, request.user)
+    form = AnnotationForm(trajectory, request.POST, submitting=submitting)
+    state, version, saved = State(), 0, None
+    if not form.is_valid():
+        version = form.cleaned_data.get("version", 0)
+        state = State("Not saved: fix the marked fields.", "error")
+    elif not submitting and annotation and annotation.status == Annotation.Status.SUBMITTED:
+        version = form.cleaned_data["version"]
+        state = State("Already submitted: submit again to change it.", "error")
+    else:
+        status = Annotation.Status.SUBMITTED if submitting else Annotation.Status.DRAFT
+        version = form.cleaned_data["version"]
+        saved = save(trajectory, request.user, version, {**form.values(), "status": status})
+        state = saved_state(saved) if saved else State(STALE, "stale")
+    if saved is not None:
+        annotation, version = saved, saved.version
+        if submitting:
+            finish_submit(request, trajectory, queue)
+            form = AnnotationForm(trajectory, initial=initial_from(saved))
+    context = context_for(trajectory, form, annotation, queue, state, version)
+    if submitting:
+        return render(request, TEMPLATE, context)
+    response = render(request, TEMPLATE, {**context, "state_only": True})
+    response["HX-Retarget"] = "#annotation-state"
+    response["HX-Reswap"] = "outerHTML"
+    return response
+
+
+urls = [path("t/<int:pk>/annotation/", annotation_form, name="annotation-form")]

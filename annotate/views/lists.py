@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -11,32 +12,59 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import path
 
-from annotate.models import Annotation
-from curation.models import Project, Trajectory
+from annotate.models import Annotation, EffectiveLabel
+from curation.models import Project, Step, Trajectory
 from curation.permissions import can_import, visible_projects
 
 PAGE_SIZE = 50
+ANY = [("", "any")]
 OUTCOMES: dict[str, dict[str, Any]] = {
     "success": {"success": True},
     "failure": {"success": False},
     "unknown": {"success__isnull": True},
+}
+Source = EffectiveLabel.Source
+# The effective verdict's source; "human" takes in agreeing humans (gold labels count as human).
+SOURCES: dict[str, list[str]] = {
+    "human": [Source.HUMAN, Source.HUMANS_AGREE],
+    **{value: [value] for value in Source.values if value != Source.HUMAN},
+    "none": [""],
+}
+SOURCE_CHOICES = [("human", "human or gold")] + [
+    (value, label) for value, label in Source.choices if value != Source.HUMAN
+]
+YES_NO = ANY + [("yes", "yes"), ("no", "no")]
+FLAGS = {  # filter name: EffectiveLabel field
+    "annotated": "has_human",
+    "judge_disagrees": "judge_disagrees",
+    "humans_disagree": "humans_disagree",
 }
 
 
 class TrajectoryFilter(forms.Form):
     """GET filters of the project page; `after` is the keyset cursor (last id seen)."""
 
+    q = forms.CharField(required=False, max_length=200, label="Text in steps", strip=True)
     task = forms.CharField(required=False, max_length=255)
     model = forms.ChoiceField(required=False, label="Agent model")
-    role = forms.ChoiceField(required=False, choices=[("", "any")] + Trajectory.AgentRole.choices)
-    outcome = forms.ChoiceField(
-        required=False, choices=[("", "any")] + [(name, name) for name in OUTCOMES]
+    role = forms.ChoiceField(required=False, choices=ANY + Trajectory.AgentRole.choices)
+    outcome = forms.ChoiceField(required=False, choices=ANY + [(n, n) for n in OUTCOMES])
+    verdict = forms.ChoiceField(
+        required=False, label="Effective verdict", choices=ANY + Annotation.Verdict.choices
     )
+    source = forms.ChoiceField(
+        required=False, label="Verdict source", choices=ANY + SOURCE_CHOICES + [("none", "none")]
+    )
+    category = forms.ChoiceField(required=False, label="Error category")
+    annotated = forms.ChoiceField(required=False, label="Annotated", choices=YES_NO)
+    judge_disagrees = forms.ChoiceField(required=False, label="Judge disagrees", choices=YES_NO)
+    humans_disagree = forms.ChoiceField(required=False, label="Humans disagree", choices=YES_NO)
     after = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
 
-    def __init__(self, data: Any, agent_models: list[str]) -> None:
+    def __init__(self, data: Any, agent_models: list[str], categories: Sequence[str] = ()) -> None:
         super().__init__(data)
-        self.fields["model"].choices = [("", "any")] + [(m, m) for m in agent_models]
+        self.fields["model"].choices = ANY + [(m, m) for m in agent_models]
+        self.fields["category"].choices = ANY + [(c, c) for c in categories]
 
     def filters(self) -> dict[str, Any]:
         """The valid, non-empty filters; a bad value is shown with its error and ignored."""
@@ -44,12 +72,42 @@ class TrajectoryFilter(forms.Form):
         return {k: v for k, v in self.cleaned_data.items() if v not in ("", None)}
 
 
+def search_steps(trajectories: QuerySet[Trajectory], text: str) -> QuerySet[Trajectory]:
+    """Trajectories with a step whose content holds `text`, case-insensitively.
+
+    An EXISTS subquery, which PostgreSQL runs as a semi-join that stops at a trajectory's first
+    matching step; with the keyset LIMIT the scan also stops once a page is full. Without a
+    trigram index each probed step is read and compared (UPPER(content) LIKE UPPER('%text%')):
+    a common word costs about one page's worth of trajectories, a rare one scans the project's
+    step rows (seconds at 100k trajectories). A pg_trgm GIN index on UPPER(content) makes the
+    rare case an index lookup (see the proposal in issue 3).
+    """
+    matching = Step.objects.filter(trajectory=OuterRef("pk"), content__icontains=text)
+    return trajectories.filter(Exists(matching))
+
+
+def label_filters(filters: dict[str, Any]) -> dict[str, Any]:
+    """ORM lookups on the effective label for the label filters that are set."""
+    lookups: dict[str, Any] = {}
+    if "verdict" in filters:
+        lookups["effective_label__verdict"] = filters["verdict"]
+    if "source" in filters:
+        lookups["effective_label__verdict_source__in"] = SOURCES[filters["source"]]
+    if "category" in filters:
+        lookups["effective_label__error_category"] = filters["category"]
+    for name, field in FLAGS.items():
+        if name in filters:
+            lookups[f"effective_label__{field}"] = filters[name] == "yes"
+    return lookups
+
+
 def project_trajectories(project: Project, filters: dict[str, Any]) -> QuerySet[Trajectory]:
-    """The project's trajectories in id order, filtered, each marked `has_gold`."""
+    """The project's trajectories in id order, filtered, each marked `has_gold` and carrying
+    its effective label (None where it has none)."""
     gold = Annotation.objects.filter(trajectory=OuterRef("pk"), source=Annotation.Source.GOLD)
     trajectories = (
         Trajectory.objects.filter(project=project)
-        .select_related("task")
+        .select_related("task", "effective_label")
         .only(
             "external_id",
             "agent_model",
@@ -58,8 +116,16 @@ def project_trajectories(project: Project, filters: dict[str, Any]) -> QuerySet[
             "reward",
             "step_count",
             "task__external_id",
+            "effective_label__verdict",
+            "effective_label__verdict_source",
+            "effective_label__error_category",
+            "effective_label__error_category_source",
+            "effective_label__has_human",
+            "effective_label__humans_disagree",
+            "effective_label__judge_disagrees",
         )
         .annotate(has_gold=Exists(gold))
+        .filter(**label_filters(filters))
         .order_by("id")
     )
     if "task" in filters:
@@ -70,6 +136,8 @@ def project_trajectories(project: Project, filters: dict[str, Any]) -> QuerySet[
         trajectories = trajectories.filter(agent_role=filters["role"])
     if "outcome" in filters:
         trajectories = trajectories.filter(**OUTCOMES[filters["outcome"]])
+    if "q" in filters:
+        trajectories = search_steps(trajectories, filters["q"])
     if "after" in filters:
         trajectories = trajectories.filter(id__gt=filters["after"])
     return trajectories
@@ -84,7 +152,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
         .values_list("agent_model", flat=True)
         .distinct()
     )
-    form = TrajectoryFilter(request.GET, agent_models=list(agent_models))
+    form = TrajectoryFilter(request.GET, list(agent_models), project.categories)
     filters = form.filters()
     rows = list(project_trajectories(project, filters)[: PAGE_SIZE + 1])  # keyset, never OFFSET
     page = rows[:PAGE_SIZE]
