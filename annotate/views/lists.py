@@ -14,7 +14,13 @@ from django.urls import path
 
 from annotate.models import Annotation, EffectiveLabel
 from curation.models import Project, Step, Trajectory
-from curation.permissions import can_import, visible_projects
+from curation.permissions import (
+    IMPORT_ROLES,
+    MANAGE_ROLES,
+    REVIEW_ROLES,
+    role_in,
+    visible_projects,
+)
 
 PAGE_SIZE = 50
 ANY = [("", "any")]
@@ -156,13 +162,16 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
     filters = form.filters()
     rows = list(project_trajectories(project, filters)[: PAGE_SIZE + 1])  # keyset, never OFFSET
     page = rows[:PAGE_SIZE]
+    role = role_in(request.user, project)
     context = {
         "project": project,
         "form": form,
         "trajectories": page,
         "next_after": page[-1].pk if len(rows) > PAGE_SIZE else None,
         "is_first_page": "after" not in filters,
-        "can_import": can_import(request.user, project),
+        "can_import": role in IMPORT_ROLES,
+        "can_review": role in REVIEW_ROLES,
+        "can_manage": role in MANAGE_ROLES,
     }
     return render(request, "annotate/project_detail.html", context)
 
