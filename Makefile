@@ -18,6 +18,7 @@ run: export DEBUG ?= 1
 run: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
+	$(BIN)/python manage.py create_queue --project demo --name "Label the demo failures" --filter outcome=failure
 	$(BIN)/python manage.py ensure_login
 	@echo "Open http://$(HOST):$(PORT)/ (API schema: http://$(HOST):$(PORT)/api/schema/)"
 	@trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \

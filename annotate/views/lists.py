@@ -149,16 +149,21 @@ def project_trajectories(project: Project, filters: dict[str, Any]) -> QuerySet[
     return trajectories
 
 
-@login_required
-def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    project = get_object_or_404(visible_projects(request.user), slug=slug)
+def filter_form(data: Any, project: Project) -> TrajectoryFilter:
+    """The list filter of `project`, its choices filled from the project, bound to `data`."""
     agent_models = (
         project.trajectories.exclude(agent_model="")
         .order_by("agent_model")
         .values_list("agent_model", flat=True)
         .distinct()
     )
-    form = TrajectoryFilter(request.GET, list(agent_models), project.categories)
+    return TrajectoryFilter(data, list(agent_models), project.categories)
+
+
+@login_required
+def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    project = get_object_or_404(visible_projects(request.user), slug=slug)
+    form = filter_form(request.GET, project)
     filters = form.filters()
     rows = list(project_trajectories(project, filters)[: PAGE_SIZE + 1])  # keyset, never OFFSET
     page = rows[:PAGE_SIZE]

@@ -19,7 +19,7 @@ from django.utils.http import urlencode
 
 from annotate.models import Queue
 from annotate.queues import claim_next, create_queue, may_claim, progress
-from annotate.views.lists import TrajectoryFilter, project_trajectories
+from annotate.views.lists import filter_form, project_trajectories
 from curation.models import Project
 from curation.permissions import can_manage, visible_projects
 
@@ -68,17 +68,6 @@ def members(project: Project) -> QuerySet:
     return users.annotate(role=F("memberships__role")).order_by(get_user_model().USERNAME_FIELD)
 
 
-def list_filter(request: HttpRequest, project: Project) -> TrajectoryFilter:
-    """The trajectory list's filter form, bound to this request's GET parameters."""
-    agent_models = (
-        project.trajectories.exclude(agent_model="")
-        .order_by("agent_model")
-        .values_list("agent_model", flat=True)
-        .distinct()
-    )
-    return TrajectoryFilter(request.GET, list(agent_models), project.categories)
-
-
 def visible_queue(request: HttpRequest, pk: int) -> Queue:
     return get_object_or_404(
         Queue.objects.select_related("project").prefetch_related("annotators"),
@@ -102,8 +91,8 @@ def queue_create(request: HttpRequest, slug: str) -> HttpResponse:
     project = get_object_or_404(visible_projects(request.user), slug=slug)
     if not can_manage(request.user, project):
         raise PermissionDenied("Making queues needs the admin or researcher role in this project.")
-    filter_form = list_filter(request, project)
-    filters = {k: v for k, v in filter_form.filters().items() if k != "after"}
+    list_form = filter_form(request.GET, project)
+    filters = {k: v for k, v in list_form.filters().items() if k != "after"}
     matching = project_trajectories(project, filters).count()
     described = ", ".join(f"{key} {value}" for key, value in filters.items())
     form = QueueForm(
@@ -112,7 +101,7 @@ def queue_create(request: HttpRequest, slug: str) -> HttpResponse:
         initial={"name": described or "All trajectories"},
     )
     if form.is_bound and form.is_valid():
-        if filter_form.errors:
+        if list_form.errors:
             form.add_error(None, "Fix the filter on the trajectory list first.")
         elif not matching:
             form.add_error(None, "No trajectories match this filter.")
@@ -129,7 +118,7 @@ def queue_create(request: HttpRequest, slug: str) -> HttpResponse:
     context = {
         "project": project,
         "form": form,
-        "filter_form": filter_form,
+        "filter_form": list_form,
         "filters": filters,
         "list_query": urlencode(filters),
         "matching": matching,
