@@ -13,6 +13,7 @@ from django.test import Client
 from annotate.models import Annotation, Assignment, EffectiveLabel, Queue, QueueItem
 from annotate.views.annotation import STALE
 from curation.models import Membership, Project, Step, Task, Trajectory
+from tests.annotate.helpers import client_for, make_member
 
 STEPS = 5
 SCHEMA = [
@@ -36,18 +37,6 @@ def make_trajectory(project: Project, number: int = 1) -> Trajectory:
         for i in range(STEPS)
     )
     return trajectory
-
-
-def make_member(project: Project, name: str, role: str = Membership.Role.ANNOTATOR) -> User:
-    user = User.objects.create_user(name)
-    Membership.objects.create(project=project, user=user, role=role)
-    return user
-
-
-def client_for(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def post(client: Client, trajectory: Trajectory, query: str = "", **data: Any) -> HttpResponse:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
 
 from annotate.models import Assignment, EffectiveLabel, Queue
 from annotate.queues import claim_next, complete, create_queue, progress
 from curation.models import Membership, Project, Step, Task, Trajectory
+from tests.annotate.helpers import client_for, make_member
 
 
 def make_trajectories(project: Project, count: int, **fields: object) -> list[Trajectory]:
@@ -25,18 +25,6 @@ def make_trajectories(project: Project, count: int, **fields: object) -> list[Tr
         )
         for n in range(count)
     ]
-
-
-def make_member(project: Project, name: str, role: str = Membership.Role.ANNOTATOR) -> User:
-    user = User.objects.create_user(name)  # no password: hashing is slow, tests log in by force
-    Membership.objects.create(project=project, user=user, role=role)
-    return user
-
-
-def as_user(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -154,7 +142,7 @@ def test_progress_of_an_empty_queue(project):
 def test_a_researcher_makes_a_queue_from_the_list_filter(project, researcher, annotators):
     failures = make_trajectories(project, 2, success=False)
     make_trajectories(project, 2, success=True)
-    client = as_user(researcher)
+    client = client_for(researcher)
 
     form = client.get("/p/demo/queues/new/?outcome=failure&after=1")
     assert form.status_code == 200
@@ -173,7 +161,7 @@ def test_a_researcher_makes_a_queue_from_the_list_filter(project, researcher, an
 def test_the_form_takes_every_list_filter(project, researcher):
     make_trajectories(project, 1)
     url = "/p/demo/queues/new/?category=wrong_tool&verdict=failure&annotated=no"
-    response = as_user(researcher).get(url)
+    response = client_for(researcher).get(url)
     assert not response.context["filter_form"].errors
     assert response.context["filters"] == {
         "category": "wrong_tool",
@@ -185,7 +173,7 @@ def test_the_form_takes_every_list_filter(project, researcher):
 def test_the_form_refuses_an_overlap_larger_than_the_annotators(project, researcher, annotators):
     make_trajectories(project, 1)
     data = {"name": "q", "overlap": 3, "annotators": [annotators[0].pk, annotators[1].pk]}
-    response = as_user(researcher).post("/p/demo/queues/new/", data)
+    response = client_for(researcher).post("/p/demo/queues/new/", data)
     assert response.status_code == 200
     assert "needs at least 3 annotators; there are 2" in response.content.decode()
     assert not Queue.objects.exists()
@@ -193,7 +181,7 @@ def test_the_form_refuses_an_overlap_larger_than_the_annotators(project, researc
 
 def test_the_form_refuses_a_filter_that_matches_nothing_or_is_invalid(project, researcher):
     make_trajectories(project, 1, success=False)
-    client = as_user(researcher)
+    client = client_for(researcher)
     empty = client.post("/p/demo/queues/new/?outcome=success", {"name": "q", "overlap": 1})
     assert "No trajectories match this filter." in empty.content.decode()
     bad = client.post("/p/demo/queues/new/?outcome=bogus", {"name": "q", "overlap": 1})
@@ -204,7 +192,7 @@ def test_the_form_refuses_a_filter_that_matches_nothing_or_is_invalid(project, r
 def test_the_form_offers_only_the_projects_members(project, researcher, annotators):
     Project.objects.create(slug="other", name="Other")
     make_member(Project.objects.get(slug="other"), "outsider")
-    form = as_user(researcher).get("/p/demo/queues/new/").context["form"]
+    form = client_for(researcher).get("/p/demo/queues/new/").context["form"]
     choices = form.fields["annotators"].queryset
     assert {u.username for u in choices} == {"rita", "ann", "bob", "cyd"}
     assert form.fields["annotators"].label_from_instance(choices.get(username="ann")) == (
@@ -217,10 +205,10 @@ def test_only_researchers_and_admins_make_queues(project, annotators):
     reviewer = make_member(project, "rev", Membership.Role.REVIEWER)
     admin = make_member(project, "adm", Membership.Role.ADMIN)
     for user in (annotators[0], reviewer):
-        client = as_user(user)
+        client = client_for(user)
         assert client.get("/p/demo/queues/new/").status_code == 403
         assert client.post("/p/demo/queues/new/", {"name": "q", "overlap": 1}).status_code == 403
-    assert as_user(admin).get("/p/demo/queues/new/").status_code == 200
+    assert client_for(admin).get("/p/demo/queues/new/").status_code == 200
     assert not Queue.objects.exists()
 
 
@@ -228,7 +216,7 @@ def test_the_list_and_detail_pages_show_progress(project, researcher, annotators
     make_trajectories(project, 2)
     queue = create_queue(project, "Batch one", {}, 1, [], researcher)
     complete(queue, annotators[0], claim_next(queue, annotators[0]))
-    client = as_user(annotators[1])
+    client = client_for(annotators[1])
 
     listing = client.get("/p/demo/queues/")
     assert listing.status_code == 200
@@ -247,7 +235,7 @@ def test_the_list_and_detail_pages_show_progress(project, researcher, annotators
 def test_next_opens_the_claimed_trajectory_then_says_the_queue_is_finished(project, annotators):
     (trajectory,) = make_trajectories(project, 1)
     queue = create_queue(project, "q", {}, 1, [], None)
-    client = as_user(annotators[0])
+    client = client_for(annotators[0])
 
     response = client.get(f"/q/{queue.pk}/next/")
     assert response.status_code == 302
@@ -264,7 +252,7 @@ def test_a_closed_queue_hands_out_nothing(project, annotators):
     make_trajectories(project, 1)
     queue = create_queue(project, "q", {}, 1, [], None)
     Queue.objects.filter(pk=queue.pk).update(is_active=False)
-    response = as_user(annotators[0]).get(f"/q/{queue.pk}/next/")
+    response = client_for(annotators[0]).get(f"/q/{queue.pk}/next/")
     assert "is closed" in response.content.decode()
     assert not Assignment.objects.exists()
 
@@ -272,11 +260,11 @@ def test_a_closed_queue_hands_out_nothing(project, annotators):
 def test_only_listed_annotators_may_claim(project, annotators):
     make_trajectories(project, 1)
     queue = create_queue(project, "q", {}, 1, [annotators[0]], None)
-    client = as_user(annotators[1])
+    client = client_for(annotators[1])
     assert client.get(f"/q/{queue.pk}/").status_code == 200  # members may look
     assert client.get(f"/q/{queue.pk}/next/").status_code == 403
     assert not Assignment.objects.exists()
-    assert as_user(annotators[0]).get(f"/q/{queue.pk}/next/").status_code == 302
+    assert client_for(annotators[0]).get(f"/q/{queue.pk}/next/").status_code == 302
 
 
 def test_members_of_other_projects_get_404_on_every_queue_page(project):
@@ -284,7 +272,7 @@ def test_members_of_other_projects_get_404_on_every_queue_page(project):
     queue = create_queue(project, "q", {}, 1, [], None)
     other = Project.objects.create(slug="other", name="Other")
     for role in (Membership.Role.ANNOTATOR, Membership.Role.ADMIN):
-        client = as_user(make_member(other, f"outsider-{role}", role))
+        client = client_for(make_member(other, f"outsider-{role}", role))
         for url in (
             "/p/demo/queues/",
             "/p/demo/queues/new/",
