@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth.decorators import login_required
+from django.db import connection
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -149,15 +150,29 @@ def project_trajectories(project: Project, filters: dict[str, Any]) -> QuerySet[
     return trajectories
 
 
+# Distinct models by walking the (project, agent_model) index one value at a time: a plain
+# DISTINCT reads every row of the project (30-40 ms at 100k runs), this reads one per model.
+AGENT_MODELS_SQL = """
+WITH RECURSIVE models(agent_model) AS (
+    SELECT MIN(agent_model) FROM curation_trajectory WHERE project_id = %(project)s
+    UNION ALL
+    SELECT (SELECT MIN(t.agent_model) FROM curation_trajectory t
+            WHERE t.project_id = %(project)s AND t.agent_model > models.agent_model)
+    FROM models WHERE models.agent_model IS NOT NULL
+)
+SELECT agent_model FROM models WHERE agent_model IS NOT NULL AND agent_model <> ''
+"""
+
+
+def agent_models(project: Project) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(AGENT_MODELS_SQL, {"project": project.pk})
+        return [row[0] for row in cursor.fetchall()]
+
+
 def filter_form(data: Any, project: Project) -> TrajectoryFilter:
     """The list filter of `project`, its choices filled from the project, bound to `data`."""
-    agent_models = (
-        project.trajectories.exclude(agent_model="")
-        .order_by("agent_model")
-        .values_list("agent_model", flat=True)
-        .distinct()
-    )
-    return TrajectoryFilter(data, list(agent_models), project.categories)
+    return TrajectoryFilter(data, agent_models(project), project.categories)
 
 
 @login_required
