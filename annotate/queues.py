@@ -1,9 +1,8 @@
 """Annotation queues: building them from a list filter and handing out items.
 
-Contract used by other pages (the queues helper implements it):
-- `claim_next(queue, user) -> Trajectory | None`: the next item for `user`, never handing an
-  item out more than `queue.overlap` times nor twice to the same person.
-- `complete(queue, user, trajectory) -> None`: mark `user`'s assignment of it done.
+- `claim_next(queue, user)`: the next item for `user`, never handing an item out more than
+  `queue.overlap` times nor twice to the same person.
+- `complete(queue, user, trajectory)`: mark `user`'s assignment of it done.
 
 Claims are safe under concurrency: on PostgreSQL the open item is taken with
 `SELECT ... FOR UPDATE SKIP LOCKED`, so concurrent annotators never wait on each other nor
