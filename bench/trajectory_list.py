@@ -27,6 +27,7 @@ CASES = {
     "category": "category=wrong_tool",
     "annotated=no": "annotated=no",
     "text search (common word)": "q=refund",
+    "text search (no match)": "q=nowhere",
 }
 
 

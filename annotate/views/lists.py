@@ -8,7 +8,8 @@ from typing import Any
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import BooleanField, Exists, OuterRef, QuerySet
+from django.db.models.expressions import RawSQL
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import path
@@ -79,16 +80,21 @@ class TrajectoryFilter(forms.Form):
         return {k: v for k, v in self.cleaned_data.items() if v not in ("", None)}
 
 
-def search_steps(trajectories: QuerySet[Trajectory], text: str) -> QuerySet[Trajectory]:
-    """Trajectories with a step whose content holds `text`, case-insensitively.
+# PostgreSQL: OFFSET 0 keeps the EXISTS a per-trajectory check walked in id order, so a page
+# stops after its 50 matches. Without it the planner (whose guess for LIKE '%...%' is far off)
+# makes it a semi-join that reads every matching step first. At 100k runs: a word in every run
+# 580 ms -> 24 ms, a word in none 90 ms -> 390 ms. A trigram index would make both fast.
+FENCED_SEARCH = (
+    "EXISTS (SELECT 1 FROM curation_step s WHERE s.trajectory_id = curation_trajectory.id"
+    " AND UPPER(s.content) LIKE UPPER(%s) OFFSET 0)"
+)
 
-    An EXISTS subquery, which PostgreSQL runs as a semi-join that stops at a trajectory's first
-    matching step; with the keyset LIMIT the scan also stops once a page is full. Without a
-    trigram index each probed step is read and compared (UPPER(content) LIKE UPPER('%text%')):
-    a common word costs about one page's worth of trajectories, a rare one scans the project's
-    step rows (seconds at 100k trajectories). A pg_trgm GIN index on UPPER(content) makes the
-    rare case an index lookup (see the proposal in issue 3).
-    """
+
+def search_steps(trajectories: QuerySet[Trajectory], text: str) -> QuerySet[Trajectory]:
+    """Trajectories with a step whose content holds `text`, case-insensitively."""
+    if connection.vendor == "postgresql":
+        pattern = f"%{connection.ops.prep_for_like_query(text)}%"
+        return trajectories.filter(RawSQL(FENCED_SEARCH, [pattern], output_field=BooleanField()))
     matching = Step.objects.filter(trajectory=OuterRef("pk"), content__icontains=text)
     return trajectories.filter(Exists(matching))
 
