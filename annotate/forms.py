@@ -46,6 +46,28 @@ def extra_field(spec: dict[str, Any]) -> forms.Field:
     raise ValueError(f"label field {spec.get('name')!r} has unknown type {kind!r}")
 
 
+def check_steps_in_range(form: forms.Form, data: dict[str, Any], step_count: int) -> None:
+    for name in STEP_FIELDS:
+        if data.get(name) is not None and data[name] >= step_count:
+            form.add_error(name, f"This trajectory has steps 0 to {step_count - 1}.")
+
+
+def check_label_rules(form: forms.Form, data: dict[str, Any]) -> None:
+    """The rules every final label follows (annotations and adjudications alike): a failure
+    names its first critical step, and the failure root is not after it (it defaults to it)."""
+    critical, root = data.get("first_critical_step"), data.get("root_cause_step")
+    if "first_critical_step" in form.errors:
+        return
+    if data.get("verdict") == Annotation.Verdict.FAILURE and critical is None:
+        form.add_error("first_critical_step", "A failure needs a first critical step.")
+    if root is not None and critical is None:
+        form.add_error("root_cause_step", "A root cause needs a first critical step.")
+    if root is not None and critical is not None and root > critical:
+        form.add_error("root_cause_step", "The root cause cannot come after the critical step.")
+    if critical is not None and root is None:
+        data["root_cause_step"] = critical
+
+
 class AnnotationForm(forms.Form):
     """One person's label of one trajectory. `version` is the annotation version the form was
     opened at (0: none yet); `submitting` turns on the rules a submitted label must meet."""
@@ -80,12 +102,12 @@ class AnnotationForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        for name in STEP_FIELDS:
-            if data.get(name) is not None and data[name] >= self.step_count:
-                self.add_error(name, f"This trajectory has steps 0 to {self.step_count - 1}.")
+        check_steps_in_range(self, data, self.step_count)
         data["step_labels"] = self._step_labels()
         if self.submitting:
-            self._check_submission(data)
+            if not data.get("verdict") and "verdict" not in self.errors:
+                self.add_error("verdict", "Choose a verdict.")
+            check_label_rules(self, data)
         return data
 
     def _step_labels(self) -> dict[str, str]:
@@ -102,20 +124,6 @@ class AnnotationForm(forms.Form):
             else:
                 labels[str(int(index))] = value
         return labels
-
-    def _check_submission(self, data: dict[str, Any]) -> None:
-        critical, root = data.get("first_critical_step"), data.get("root_cause_step")
-        if not data.get("verdict") and "verdict" not in self.errors:
-            self.add_error("verdict", "Choose a verdict.")
-        if data.get("verdict") == Annotation.Verdict.FAILURE and critical is None:
-            if "first_critical_step" not in self.errors:
-                self.add_error("first_critical_step", "A failure needs its first critical step.")
-        if root is not None and critical is None and "first_critical_step" not in self.errors:
-            self.add_error("first_critical_step", "Set the critical step the root cause led to.")
-        if root is not None and critical is not None and root > critical:
-            self.add_error("root_cause_step", "The root cause cannot come after the critical step.")
-        if critical is not None and root is None:
-            data["root_cause_step"] = critical
 
     def values(self) -> dict[str, Any]:
         """Annotation field values from the cleaned data."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from django import forms
 
+from annotate.forms import check_label_rules, check_steps_in_range
 from annotate.models import Adjudication
 from curation.models import Project, Trajectory
 
@@ -57,35 +58,10 @@ class AdjudicationForm(forms.ModelForm):
             choices=[("", "—")] + [(c, c) for c in trajectory.project.categories],
         )
 
-    def _step_in_range(self, name: str) -> int | None:
-        step = self.cleaned_data.get(name)
-        if step is not None and step >= self.trajectory.step_count:
-            raise forms.ValidationError(
-                f"The trajectory has steps 0 to {self.trajectory.step_count - 1}."
-            )
-        return step
-
-    def clean_first_critical_step(self) -> int | None:
-        return self._step_in_range("first_critical_step")
-
-    def clean_root_cause_step(self) -> int | None:
-        return self._step_in_range("root_cause_step")
-
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        critical, root = data.get("first_critical_step"), data.get("root_cause_step")
-        if (
-            data.get("verdict") == "failure"
-            and critical is None
-            and not self.has_error("first_critical_step")
-        ):
-            self.add_error("first_critical_step", "A failure needs a first critical step.")
-        if root is not None and critical is None and not self.has_error("first_critical_step"):
-            self.add_error("root_cause_step", "A root cause needs a first critical step.")
-        if root is not None and critical is not None and root > critical:
-            self.add_error("root_cause_step", "The root cause cannot come after the critical step.")
-        if root is None and critical is not None:
-            data["root_cause_step"] = critical
+        check_steps_in_range(self, data, self.trajectory.step_count)
+        check_label_rules(self, data)
         return data
 
 

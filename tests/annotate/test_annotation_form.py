@@ -142,7 +142,7 @@ def test_a_verdict_is_needed(browser, trajectory):
 
 def test_a_failure_needs_a_critical_step(browser, trajectory):
     response = submit(browser, trajectory, verdict="failure")
-    refused(response, "A failure needs its first critical step.")
+    refused(response, "A failure needs a first critical step.")
     assert not Annotation.objects.exists()
 
 
