@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib.auth.models import User
 from django.test import Client
 
-from curation.models import Membership, Project
+from annotate import effective
+from curation.models import Membership, Project, Step, Task, Trajectory
 
 
 def make_member(project: Project, name: str, role: str = Membership.Role.ANNOTATOR) -> User:
@@ -18,3 +21,22 @@ def client_for(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def make_trajectory(project: Project, steps: list[dict], **fields) -> Trajectory:
+    """A trajectory of task "t-1" with these steps (dicts of Step fields) and its effective
+    label."""
+    task, _ = Task.objects.get_or_create(project=project, external_id="t-1")
+    trajectory = Trajectory.objects.create(
+        project=project,
+        task=task,
+        source_format="test",
+        content_hash=uuid.uuid4().hex,
+        step_count=len(steps),
+        **fields,
+    )
+    Step.objects.bulk_create(
+        Step(trajectory=trajectory, index=i, **step) for i, step in enumerate(steps)
+    )
+    effective.refresh([trajectory.pk])
+    return trajectory

@@ -4,7 +4,6 @@ fixed number of queries; plus the strict markdown renderer it uses for untrusted
 from __future__ import annotations
 
 import re
-import uuid
 
 import pytest
 from django.db import connection
@@ -15,7 +14,8 @@ from annotate import effective
 from annotate.markdown import render_markdown
 from annotate.models import Adjudication, Annotation, StepScore
 from annotate.views.review import TOOL_FOLD_CHARS
-from curation.models import Membership, Project, Step, Task, Trajectory
+from curation.models import Membership, Project, Trajectory
+from tests.annotate.helpers import make_trajectory
 
 # --- markdown renderer ----------------------------------------------------------------------
 
@@ -134,23 +134,6 @@ def test_markdown_leaves_an_unclosed_fence_as_code_to_the_end():
 
 
 # --- the page -------------------------------------------------------------------------------
-
-
-def make_trajectory(project: Project, steps: list[dict], **fields) -> Trajectory:
-    task, _ = Task.objects.get_or_create(project=project, external_id="t-1")
-    trajectory = Trajectory.objects.create(
-        project=project,
-        task=task,
-        source_format="test",
-        content_hash=uuid.uuid4().hex,
-        step_count=len(steps),
-        **fields,
-    )
-    Step.objects.bulk_create(
-        Step(trajectory=trajectory, index=i, **step) for i, step in enumerate(steps)
-    )
-    effective.refresh([trajectory.pk])
-    return trajectory
 
 
 def annotate(trajectory: Trajectory, source: str, name: str, **fields) -> Annotation:

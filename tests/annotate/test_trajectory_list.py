@@ -3,8 +3,6 @@ pages and a fixed number of queries."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from django.db import connection
 from django.test import Client
@@ -13,27 +11,15 @@ from django.test.utils import CaptureQueriesContext
 from annotate import effective
 from annotate.models import Adjudication, Annotation
 from annotate.views.lists import PAGE_SIZE
-from curation.models import Membership, Project, Step, Task, Trajectory
+from curation.models import Membership, Project, Trajectory
+from tests.annotate.helpers import make_trajectory
 
 
 def make(
     project: Project, name: str, contents: tuple[str, ...] = ("hello",), **fields
 ) -> Trajectory:
-    task, _ = Task.objects.get_or_create(project=project, external_id="t-1")
-    trajectory = Trajectory.objects.create(
-        project=project,
-        task=task,
-        external_id=name,
-        source_format="test",
-        content_hash=uuid.uuid4().hex,
-        step_count=len(contents),
-        **fields,
-    )
-    Step.objects.bulk_create(
-        Step(trajectory=trajectory, index=i, role="user", content=text)
-        for i, text in enumerate(contents)
-    )
-    return trajectory
+    steps = [{"role": "user", "content": text} for text in contents]
+    return make_trajectory(project, steps, external_id=name, **fields)
 
 
 def label(trajectory: Trajectory, source: str, name: str = "", author=None, **fields) -> None:
