@@ -17,10 +17,10 @@ from django.urls import path
 from annotate.effective import COMPARED, HUMAN_SOURCES, refresh
 from annotate.forms_review import LABEL_FIELDS, AdjudicationForm
 from annotate.models import Adjudication, Annotation, EffectiveLabel
+from annotate.paging import keyset_page
 from curation.models import Project, Step, Trajectory
 from curation.permissions import can_review, visible_projects
 
-PAGE_SIZE = 50
 SHOW = ("open", "adjudicated", "all")
 CONFLICT = (
     "Another reviewer saved an adjudication of this trajectory meanwhile; "
@@ -67,15 +67,11 @@ def adjudication_list(request: HttpRequest, slug: str) -> HttpResponse:
     )
     if after.isdigit():
         trajectories = trajectories.filter(pk__gt=int(after))
-    rows = list(trajectories[: PAGE_SIZE + 1])  # keyset, never OFFSET
-    page = rows[:PAGE_SIZE]
     context = {
         "project": project,
         "show": show,
         "choices": SHOW,
-        "trajectories": page,
-        "next_after": page[-1].pk if len(rows) > PAGE_SIZE else None,
-        "is_first_page": not after.isdigit(),
+        **keyset_page(trajectories, is_first_page=not after.isdigit()),
     }
     return render(request, "annotate/adjudication_list.html", context)
 

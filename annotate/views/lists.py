@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import path
 
 from annotate.models import Annotation, EffectiveLabel
+from annotate.paging import keyset_page
 from curation.models import Project, Step, Trajectory
 from curation.permissions import (
     IMPORT_ROLES,
@@ -24,7 +25,6 @@ from curation.permissions import (
     visible_projects,
 )
 
-PAGE_SIZE = 50
 ANY = [("", "any")]
 OUTCOMES: dict[str, dict[str, Any]] = {
     "success": {"success": True},
@@ -186,15 +186,11 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
     project = get_object_or_404(visible_projects(request.user), slug=slug)
     form = filter_form(request.GET, project)
     filters = form.filters()
-    rows = list(project_trajectories(project, filters)[: PAGE_SIZE + 1])  # keyset, never OFFSET
-    page = rows[:PAGE_SIZE]
     role = role_in(request.user, project)
     context = {
         "project": project,
         "form": form,
-        "trajectories": page,
-        "next_after": page[-1].pk if len(rows) > PAGE_SIZE else None,
-        "is_first_page": "after" not in filters,
+        **keyset_page(project_trajectories(project, filters), "after" not in filters),
         "can_import": role in IMPORT_ROLES,
         "can_review": role in REVIEW_ROLES,
         "can_manage": role in MANAGE_ROLES,

@@ -148,7 +148,7 @@ def test_it_moves_adjudicated_trajectories_out_of_the_open_list(
 
 
 def test_it_pages_the_list_by_keyset(reviewer: Client, project: Project, monkeypatch) -> None:
-    monkeypatch.setattr("annotate.views.adjudication.PAGE_SIZE", 2)
+    monkeypatch.setattr("annotate.paging.PAGE_SIZE", 2)
     trajectories = [disagreement(project, n) for n in range(1, 4)]
     first = reviewer.get("/p/demo/review/")
     assert list(first.context["trajectories"]) == trajectories[:2]

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from annotate.views.lists import PAGE_SIZE
+from annotate.paging import PAGE_SIZE
 from annotate.views.review import LONG_CONTENT
 from curation.formats.reading import RawItem
 from curation.ingest import import_items

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from annotate import effective
 from annotate.models import Adjudication, Annotation
-from annotate.views.lists import PAGE_SIZE
+from annotate.paging import PAGE_SIZE
 from curation.models import Membership, Project, Trajectory
 from tests.annotate.helpers import make_trajectory
 
