@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "django_celery_beat",
     "curation",
     "annotate",
     "workers",
@@ -142,6 +143,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+# Judging: trajectories per Celery task (one backend call per strategy round for all of them).
+JUDGE_BATCH_SIZE = int(os.environ.get("JUDGE_BATCH_SIZE", 16))
 
 # Import batches: trajectories written per transaction on the fast path.
 IMPORT_BATCH_SIZE = int(os.environ.get("IMPORT_BATCH_SIZE", 500))

@@ -9,4 +9,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("curation.urls")),
     path("", include("annotate.urls")),
+    path("", include("workers.urls")),
 ]

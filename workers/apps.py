@@ -3,4 +3,7 @@ from django.apps import AppConfig
 
 class WorkersConfig(AppConfig):
     name = "workers"
-    verbose_name = "Workers"
+    verbose_name = "Judges and workers"
+
+    def ready(self) -> None:
+        from workers import receivers  # noqa: F401  (connects the signal receivers)

@@ -4,10 +4,33 @@ runs twice (late acks, redelivery after a lost worker) does no harm."""
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import DatabaseError
 
 from curation.jobs import IMPORT_TASK, run_import_job
+from workers import schedule
+from workers.judging import runs
+from workers.models import JudgeConfig
 
 
 @shared_task(name=IMPORT_TASK)
 def import_job(job_id: int) -> str:
     return run_import_job(job_id).status
+
+
+@shared_task(
+    name=runs.JUDGE_TASK,
+    autoretry_for=(DatabaseError,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def judge_batch(version_id: int, trajectory_ids: list[int], batch_id: int | None = None) -> dict:
+    """Judge up to JUDGE_BATCH_SIZE trajectories; runs already done are skipped."""
+    return runs.judge(version_id, trajectory_ids, batch_id)
+
+
+@shared_task(name="workers.judge_scheduled")
+def judge_scheduled(config_id: int) -> int:
+    """Periodic: queue the matching trajectories the config has not judged yet."""
+    config = JudgeConfig.objects.select_related("project").filter(pk=config_id).first()
+    batch = schedule.judge_new(config) if config else None
+    return batch.total if batch else 0

@@ -1,0 +1,3 @@
+from workers.views import judges
+
+urlpatterns = [*judges.urls]
