@@ -5,6 +5,7 @@ CELERY_BROKER_URL  default: "filesystem://", kombu's embedded broker under var/b
 SECRET_KEY, DEBUG, ALLOWED_HOSTS
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -127,7 +128,11 @@ SPECTACULAR_SETTINGS = {
 }
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
-CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
+# Kombu transport options as JSON, e.g. Redis's {"visibility_timeout": 3600}: how long before
+# an unacknowledged task (its worker died) goes to another worker.
+CELERY_BROKER_TRANSPORT_OPTIONS: dict = json.loads(
+    os.environ.get("CELERY_BROKER_TRANSPORT_OPTIONS", "{}")
+)
 if CELERY_BROKER_URL.startswith("filesystem://"):
     BROKER_DIR = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -156,4 +161,23 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+}
+
+# Dataset exports (curation/exports/) are written to the "exports" storage, under exports/.
+# By default that is a folder under MEDIA_ROOT. EXPORTS_STORAGE_BACKEND and
+# EXPORTS_STORAGE_OPTIONS ("key=value,key=value") plug in another backend, e.g. for any
+# S3-compatible store: "storages.backends.s3.S3Storage" (django-storages) with
+# "bucket_name=datasets,endpoint_url=https://s3.example.com".
+EXPORTS_STORAGE_OPTIONS = dict(
+    pair.split("=", 1) for pair in os.environ.get("EXPORTS_STORAGE_OPTIONS", "").split(",") if pair
+)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "exports": {
+        "BACKEND": os.environ.get(
+            "EXPORTS_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"
+        ),
+        "OPTIONS": EXPORTS_STORAGE_OPTIONS,
+    },
 }

@@ -1,3 +1,3 @@
-from workers.views import judges
+from workers.views import evaluation, judges
 
-urlpatterns = [*judges.urls]
+urlpatterns = [*evaluation.urls, *judges.urls]
