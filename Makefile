@@ -19,10 +19,11 @@ run: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
 	$(BIN)/python manage.py create_queue --project demo --name "Label the demo failures" --filter outcome=failure
+	$(BIN)/python manage.py judge --config heuristic --project demo --here
 	$(BIN)/python manage.py ensure_login
 	@echo "Open http://$(HOST):$(PORT)/ (API schema: http://$(HOST):$(PORT)/api/schema/)"
 	@trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/celery -A config worker --loglevel=WARNING --concurrency=2 -Q default,gpu,export & worker=$$!; \
+	$(BIN)/celery -A config worker --beat --loglevel=WARNING --concurrency=2 -Q default,gpu,export & worker=$$!; \
 	$(BIN)/python manage.py runserver $(HOST):$(PORT) --noreload
 
 test: $(VENV)/.installed
