@@ -38,6 +38,12 @@ class Command(BaseCommand):
             todo = runs.unjudged(config, schedule.matching(config))
         except ValueError as error:
             raise CommandError(str(error)) from None
+        if not todo.exists():
+            message = f"Nothing to judge: {config.name} has judged every matching trajectory."
+            self.stdout.write(
+                json.dumps({"batch": None, "total": 0}) if options["json"] else message
+            )
+            return
         batch = runs.start_batch(config, todo, reason="asked", send=not options["here"])
         if not options["json"]:
             self.stdout.write(
