@@ -107,8 +107,9 @@ class JudgeConfigForm(forms.ModelForm):
         cleaned = super().clean()
         backend, strategy = cleaned.get("backend"), cleaned.get("strategy")
         heuristic = backend == JudgeConfig.Backend.HEURISTIC
-        if heuristic and strategy and strategy != JudgeConfig.Strategy.ALL_AT_ONCE:
-            self.add_error("strategy", "The heuristic judges whole trajectories: all at once.")
+        whole_only = (JudgeConfig.Backend.HEURISTIC, JudgeConfig.Backend.CRITIC)
+        if backend in whole_only and strategy and strategy != JudgeConfig.Strategy.ALL_AT_ONCE:
+            self.add_error("strategy", "This backend judges whole trajectories: all at once.")
         if not heuristic and not cleaned.get("model"):
             self.add_error("model", "Name the model (or a local path for transformers / vLLM).")
         if cleaned.get("top_p") is not None and not 0 < cleaned["top_p"] <= 1:

@@ -31,6 +31,7 @@ class JudgeConfig(models.Model):
         OPENAI = "openai", "OpenAI-compatible HTTP server"
         TRANSFORMERS = "transformers", "transformers (local weights)"
         VLLM = "vllm", "vLLM in the GPU worker"
+        CRITIC = "critic", "learned step critic"
 
     class Strategy(models.TextChoices):
         ALL_AT_ONCE = "all_at_once", "all at once"

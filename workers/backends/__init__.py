@@ -8,7 +8,7 @@ from typing import Any
 
 from workers.backends.base import Backend, BackendError, GenerationRequest, GenerationResult
 
-KINDS = ("heuristic", "openai", "transformers", "vllm")
+KINDS = ("heuristic", "openai", "transformers", "vllm", "critic")
 
 __all__ = ["KINDS", "Backend", "BackendError", "GenerationRequest", "GenerationResult"]
 
@@ -31,4 +31,8 @@ def make_backend(kind: str, model: str = "", options: dict[str, Any] | None = No
         from workers.backends.vllm_engine import VLLMBackend
 
         return VLLMBackend(model, **options)
+    if kind == "critic":
+        from workers.backends.critic import CriticBackend
+
+        return CriticBackend(model, **options)
     raise BackendError(f"unknown backend {kind!r}; choose one of {', '.join(KINDS)}")

@@ -110,6 +110,7 @@ def settings_of(version: JudgeConfigVersion) -> JudgeSettings:
         max_tokens=s["max_tokens"],
         token_budget=s["token_budget"],
         max_attempts=max(1, s["max_attempts"]),
+        verdict_free=s["backend"] == JudgeConfig.Backend.CRITIC,
     )
 
 

@@ -57,13 +57,14 @@ def step_labels_schema(step_count: int) -> dict[str, Any]:
 
 
 def judgement_schema(
-    step_count: int, categories: list[str], with_steps: bool = False
+    step_count: int, categories: list[str], with_steps: bool = False, verdict_free: bool = False
 ) -> dict[str, Any]:
     """The whole-trajectory judgement (strategy all_at_once, and the final answer of the
-    others): verdict, first critical step, root cause step, category, agent, rationale."""
+    others): verdict, first critical step, root cause step, category, agent, rationale.
+    `verdict_free` admits "" as the verdict: a step critic suggests a step, not a verdict."""
     nullable_step = {"anyOf": [_step(step_count), {"type": "null"}]}
     properties: dict[str, Any] = {
-        "verdict": {"enum": list(VERDICTS)},
+        "verdict": {"enum": [*VERDICTS, ""] if verdict_free else list(VERDICTS)},
         "first_critical_step": nullable_step,
         "root_cause_step": nullable_step,
         "error_category": {"enum": [*categories, ""]},

@@ -46,6 +46,7 @@ class JudgeSettings:
     max_tokens: int = 1024
     token_budget: int = 16000
     max_attempts: int = 3
+    verdict_free: bool = False  # the backend suggests steps without a verdict (step critic)
 
     @property
     def categories(self) -> list[str]:
@@ -122,7 +123,7 @@ class Judging:
 
     def whole(self, with_steps: bool) -> Asking:
         reply_schema = schema.judgement_schema(
-            len(self.steps), self.settings.categories, with_steps
+            len(self.steps), self.settings.categories, with_steps, self.settings.verdict_free
         )
         reply = yield from self.ask("judge", reply_schema, with_steps=with_steps)
         return Judgement.from_reply(reply)
