@@ -225,3 +225,154 @@ class JudgeRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.version} on {self.trajectory_id}: {self.status}"
+
+
+class TeacherConfig(models.Model):
+    """A model that writes corrections (or, as reflector, guidance; or, in the `simulated`
+    environment, plays the tools and the user). Reuses the judge backends, no heuristic."""
+
+    class Backend(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible HTTP server"
+        TRANSFORMERS = "transformers", "transformers (local weights)"
+        VLLM = "vllm", "vLLM in the GPU worker"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="teachers")
+    name = models.SlugField(max_length=100)
+    backend = models.CharField(max_length=20, choices=Backend.choices)
+    model = models.CharField(max_length=300, help_text="Model name on the server, or a path.")
+    options = models.JSONField(default=dict, blank=True, help_text="Backend options (no keys).")
+    prompt_template = models.TextField(
+        blank=True, help_text="Extra system instruction for the teacher (empty: none)."
+    )
+    temperature = models.FloatField(default=0.0)
+    top_p = models.FloatField(default=1.0)
+    seed = models.IntegerField(null=True, blank=True)
+    max_tokens = models.PositiveIntegerField(default=1024)
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+
+    SETTINGS = (
+        "backend",
+        "model",
+        "options",
+        "prompt_template",
+        "temperature",
+        "top_p",
+        "seed",
+        "max_tokens",
+        "max_attempts",
+    )
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="teacher_unique_name")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def snapshot(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.SETTINGS}
+
+    @property
+    def queue(self) -> str:
+        return "default" if self.backend == self.Backend.OPENAI else "gpu"
+
+
+class CorrectionBatch(models.Model):
+    """One request to correct a set of failed trajectories with one teacher and set-up."""
+
+    class Mode(models.TextChoices):
+        STEP = "step", "replace the critical step"
+        ROLLOUT = "rollout", "roll out to the end"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    teacher = models.ForeignKey(TeacherConfig, on_delete=models.PROTECT, related_name="batches")
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.STEP)
+    environment = models.CharField(
+        max_length=500,
+        default="replay",
+        help_text="replay, simulated, python:dotted.path.Class or http(s)://... (rollout only).",
+    )
+    guidance = models.BooleanField(default=False)
+    reflector = models.ForeignKey(
+        TeacherConfig, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    simulator = models.ForeignKey(
+        TeacherConfig, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    verifier = models.ForeignKey(
+        JudgeConfig, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    max_steps = models.PositiveIntegerField(default=20)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    total = models.PositiveIntegerField(default=0)
+    skipped = models.JSONField(default=list, blank=True, help_text="[{trajectory, reason}]")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"corrections {self.pk} by {self.teacher}"
+
+
+class Correction(models.Model):
+    """A teacher's take-over of one failed trajectory from its first critical step."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        GENERATED = "generated", "generated, not verified"
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+        FAILED = "failed"
+
+    FINISHED = (Status.ACCEPTED, Status.REJECTED, Status.FAILED, Status.GENERATED)
+
+    batch = models.ForeignKey(CorrectionBatch, on_delete=models.CASCADE, related_name="corrections")
+    source = models.ForeignKey(
+        Trajectory, on_delete=models.CASCADE, related_name="corrections_made"
+    )
+    intervention_step = models.PositiveIntegerField()
+    teacher_settings = models.JSONField(help_text="The teacher config as it was.")
+    guidance = models.TextField(blank=True, help_text="Shown to the teacher; never exported.")
+    result = models.OneToOneField(
+        Trajectory,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="correction",
+    )
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    reason = models.TextField(blank=True, help_text="The verifier's (or reviewer's) reason.")
+    stop_reason = models.CharField(max_length=300, blank=True)
+    overridden_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    calls = models.JSONField(default=list, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    latency_s = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "source"], name="correction_once_per_batch")
+        ]
+        indexes = [models.Index(fields=["batch", "status"], name="correction_batch_status")]
+
+    def __str__(self) -> str:
+        return f"correction of {self.source_id} at {self.intervention_step}: {self.status}"
