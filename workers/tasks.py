@@ -8,6 +8,7 @@ from django.db import DatabaseError
 
 from curation.jobs import IMPORT_TASK, run_import_job
 from workers import schedule
+from workers.corrections import runner as corrections
 from workers.judging import runs
 from workers.models import JudgeConfig
 
@@ -34,3 +35,15 @@ def judge_scheduled(config_id: int) -> int:
     config = JudgeConfig.objects.select_related("project").filter(pk=config_id).first()
     batch = schedule.judge_new(config) if config else None
     return batch.total if batch else 0
+
+
+@shared_task(
+    name=corrections.CORRECT_TASK,
+    autoretry_for=(DatabaseError,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def correct_batch(correction_ids: list[int]) -> dict:
+    """Generate and verify up to JUDGE_BATCH_SIZE corrections; finished ones are skipped."""
+    return corrections.correct(correction_ids)
+
