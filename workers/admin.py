@@ -1,6 +1,15 @@
 from django.contrib import admin
 
-from workers.models import JudgeBatch, JudgeConfig, JudgeConfigVersion, JudgePanel, JudgeRun
+from workers.models import (
+    Correction,
+    CorrectionBatch,
+    JudgeBatch,
+    JudgeConfig,
+    JudgeConfigVersion,
+    JudgePanel,
+    JudgeRun,
+    TeacherConfig,
+)
 
 
 @admin.register(JudgeConfig)
@@ -35,3 +44,24 @@ class JudgeRunAdmin(admin.ModelAdmin):
     list_filter = ("status",)
     raw_id_fields = ("trajectory", "batch", "annotation")
     readonly_fields = ("version", "calls", "result", "error")
+
+
+@admin.register(TeacherConfig)
+class TeacherConfigAdmin(admin.ModelAdmin):
+    list_display = ("name", "project", "backend", "model")
+    list_filter = ("backend", "project")
+
+
+@admin.register(CorrectionBatch)
+class CorrectionBatchAdmin(admin.ModelAdmin):
+    list_display = ("pk", "project", "teacher", "mode", "environment", "status", "total")
+    list_filter = ("status", "mode")
+    readonly_fields = ("skipped", "requested_by", "created_at", "finished_at")
+
+
+@admin.register(Correction)
+class CorrectionAdmin(admin.ModelAdmin):
+    list_display = ("pk", "source", "intervention_step", "status")
+    list_filter = ("status",)
+    raw_id_fields = ("batch", "source", "result")
+    readonly_fields = ("teacher_settings", "calls", "guidance", "error")

@@ -1,3 +1,3 @@
-from workers.views import evaluation, judges
+from workers.views import corrections, evaluation, judges
 
-urlpatterns = [*evaluation.urls, *judges.urls]
+urlpatterns = [*evaluation.urls, *judges.urls, *corrections.urls]

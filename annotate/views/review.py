@@ -29,7 +29,7 @@ from annotate.markdown import render_markdown
 from annotate.models import Adjudication, Annotation, EffectiveLabel
 from annotate.views.annotation import form_context
 from curation.models import Step, Trajectory
-from curation.permissions import can_review, visible_projects
+from curation.permissions import MANAGE_ROLES, REVIEW_ROLES, role_in, visible_projects
 
 LONG_CONTENT = 2000  # characters; longer step content is folded into a <details>
 TOOL_FOLD_CHARS = 600  # a tool result longer than this (or TOOL_FOLD_LINES) starts collapsed
@@ -309,6 +309,7 @@ def trajectory_detail(request: HttpRequest, pk: int) -> HttpResponse:
         project__in=visible_projects(request.user),
     )
     label = getattr(trajectory, "effective_label", None)
+    role = role_in(request.user, trajectory.project)
     judgements = judgements_of(trajectory)
     markers = markers_by_step(judgements)
     steps = [
@@ -325,7 +326,8 @@ def trajectory_detail(request: HttpRequest, pk: int) -> HttpResponse:
             list(trajectory.step_scores.values_list(*SCORE_FIELDS)), [s.step.index for s in steps]
         ),
         "json_sections": json_sections(trajectory),
-        "can_review": can_review(request.user, trajectory.project),
+        "can_review": role in REVIEW_ROLES,
+        "can_manage": role in MANAGE_ROLES,
     }
     context.update(form_context(request, trajectory))
     return render(request, "annotate/trajectory_detail.html", context)
