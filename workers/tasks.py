@@ -7,7 +7,7 @@ from celery import shared_task
 from django.db import DatabaseError
 
 from curation.jobs import IMPORT_TASK, run_import_job
-from workers import schedule
+from workers import schedule, scoring
 from workers.corrections import runner as corrections
 from workers.judging import runs
 from workers.models import JudgeConfig
@@ -46,4 +46,10 @@ def judge_scheduled(config_id: int) -> int:
 def correct_batch(correction_ids: list[int]) -> dict:
     """Generate and verify up to JUDGE_BATCH_SIZE corrections; finished ones are skipped."""
     return corrections.correct(correction_ids)
+
+
+@shared_task(name=scoring.SCORE_TASK, autoretry_for=(DatabaseError,), max_retries=5)
+def score_steps(model: str, trajectory_ids: list[int], name: str = "", device: str = "auto") -> int:
+    """Reward-model scores for the assistant steps of these trajectories (replaced, not added)."""
+    return scoring.score_trajectories(model, trajectory_ids, name, device)
 

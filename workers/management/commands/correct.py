@@ -9,11 +9,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.http import QueryDict
 
-from annotate.views.lists import filter_form, project_trajectories
+from annotate.views.lists import project_trajectories
 from curation.models import Project
 from workers.corrections import runner
+from workers.lookup import list_filters
 from workers.models import CorrectionBatch, JudgeConfig, TeacherConfig
 
 
@@ -61,7 +61,7 @@ class Command(BaseCommand):
                 raise CommandError(f"no judge config '{options['verifier']}' in '{project.slug}'")
         if options["max_steps"] < 1:
             raise CommandError("--max-steps must be at least 1")
-        trajectories = project_trajectories(project, self.filters(project, options["filter"]))
+        trajectories = project_trajectories(project, list_filters(project, options["filter"]))
         try:
             batch = runner.start_batch(
                 teacher,
@@ -107,20 +107,6 @@ class Command(BaseCommand):
             known = ", ".join(project.teachers.values_list("name", flat=True)) or "none yet"
             raise CommandError(f"no teacher config '{name}' in '{project.slug}' (known: {known})")
         return teacher
-
-    def filters(self, project: Project, pairs: list[str]) -> dict[str, Any]:
-        data = QueryDict(mutable=True)
-        for pair in pairs:
-            key, sep, value = pair.partition("=")
-            if not sep:
-                raise CommandError(f"--filter {pair!r}: expected KEY=VALUE")
-            data[key] = value
-        form = filter_form(data, project)
-        filters = form.filters()
-        if form.errors:
-            problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
-            raise CommandError(f"bad filter: {problems}")
-        return filters
 
     def wait(self, batch: CorrectionBatch, timeout: float) -> None:
         deadline = time.monotonic() + timeout
