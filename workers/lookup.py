@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import CommandError
-from django.http import QueryDict
 
-from annotate.views.lists import filter_form
+from annotate.views.lists import filters_from_pairs
 from curation.models import Project
 from workers.models import JudgeConfig
 
@@ -28,15 +27,7 @@ def find_config(name: str, project_slug: str | None) -> JudgeConfig:
 
 def list_filters(project: Project, pairs: list[str]) -> dict[str, Any]:
     """`--filter KEY=VALUE` options as the trajectory list's filters, or CommandError."""
-    data = QueryDict(mutable=True)
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise CommandError(f"--filter {pair!r}: expected KEY=VALUE")
-        data[key] = value
-    form = filter_form(data, project)
-    filters = form.filters()
-    if form.errors:
-        problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
-        raise CommandError(f"bad filter: {problems}")
-    return filters
+    try:
+        return filters_from_pairs(project, pairs)
+    except ValueError as error:
+        raise CommandError(str(error)) from None

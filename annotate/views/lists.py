@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.db.models import BooleanField, Exists, OuterRef, QuerySet
 from django.db.models.expressions import RawSQL
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.urls import path
 
@@ -179,6 +179,23 @@ def agent_models(project: Project) -> list[str]:
 def filter_form(data: Any, project: Project) -> TrajectoryFilter:
     """The list filter of `project`, its choices filled from the project, bound to `data`."""
     return TrajectoryFilter(data, agent_models(project), project.categories)
+
+
+def filters_from_pairs(project: Project, pairs: Sequence[str]) -> dict[str, Any]:
+    """Command-line `--filter KEY=VALUE` options as list filters; ValueError says what is
+    wrong with them."""
+    data = QueryDict(mutable=True)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--filter {pair!r}: expected KEY=VALUE")
+        data[key] = value
+    form = filter_form(data, project)
+    filters = form.filters()
+    if form.errors:
+        problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        raise ValueError(f"bad filter: {problems}")
+    return filters
 
 
 @login_required

@@ -6,11 +6,10 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.http import QueryDict
 
 from annotate.models import Queue
 from annotate.queues import create_queue
-from annotate.views.lists import filter_form
+from annotate.views.lists import filters_from_pairs
 from curation.models import Project
 
 
@@ -38,17 +37,10 @@ class Command(BaseCommand):
                 f"Queue '{existing.name}' already exists ({existing.items.count()} items)."
             )
             return
-        data = QueryDict(mutable=True)
-        for pair in options["filter"]:
-            key, sep, value = pair.partition("=")
-            if not sep:
-                raise CommandError(f"--filter {pair!r}: expected KEY=VALUE")
-            data[key] = value
-        form = filter_form(data, project)
-        filters = form.filters()
-        if form.errors:
-            problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
-            raise CommandError(f"bad filter: {problems}")
+        try:
+            filters = filters_from_pairs(project, options["filter"])
+        except ValueError as error:
+            raise CommandError(str(error)) from None
         users = list(get_user_model().objects.filter(username__in=options["annotator"]))
         unknown = set(options["annotator"]) - {u.get_username() for u in users}
         if unknown:
