@@ -108,7 +108,13 @@ class StepScore(models.Model):
 
 
 class Queue(models.Model):
-    """Trajectories picked by a list filter, handed to annotators `overlap` times each."""
+    """Trajectories picked by a list filter, handed to annotators `overlap` times each, in the
+    queue's `order` (annotate/queues.py)."""
+
+    class Order(models.TextChoices):
+        POSITION = "position", "list order"
+        UNCERTAINTY = "uncertainty", "critic least sure first"
+        DISAGREEMENT = "disagreement", "critic and judges disagree most first"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="queues")
     name = models.CharField(max_length=200)
@@ -116,6 +122,12 @@ class Queue(models.Model):
         default=dict, blank=True, help_text="The list filter it was made from."
     )
     overlap = models.PositiveSmallIntegerField(default=1, help_text="Annotators per item.")
+    order = models.CharField(
+        max_length=20,
+        choices=Order.choices,
+        default=Order.POSITION,
+        help_text="Which open item comes next: list order, or what teaches the critic most.",
+    )
     annotators = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,

@@ -4,6 +4,13 @@
   `queue.overlap` times nor twice to the same person.
 - `complete(queue, user, trajectory)`: mark `user`'s assignment of it done.
 
+Open items go out in the queue's `order`: list position; or active learning, where the
+learned step critic (workers/critic/) is least sure first (the lowest confidence of its
+latest suggestion), or where the critic and the LLM judges disagree most about the first
+critical step first (then least sure, then position). Items the critic has not judged come
+after those it has. The critic's suggestions are the judge annotations without a verdict:
+only the critic backend may leave the verdict out (workers/judging/schema.py).
+
 Claims are safe under concurrency: on PostgreSQL the open item is taken with
 `SELECT ... FOR UPDATE SKIP LOCKED`, so concurrent annotators never wait on each other nor
 take the same row; on SQLite every transaction starts IMMEDIATE (config/settings.py), so
@@ -19,10 +26,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Abs
 from django.utils import timezone
 
-from annotate.models import Assignment, Queue, QueueItem
+from annotate.models import Annotation, Assignment, Queue, QueueItem
 from annotate.views.lists import project_trajectories
 from curation.models import Project, Trajectory
 
@@ -34,13 +42,19 @@ def create_queue(
     overlap: int,
     annotators: Iterable[AbstractBaseUser],
     created_by: AbstractBaseUser | None,
+    order: str = Queue.Order.POSITION,
 ) -> Queue:
-    """A queue of every trajectory the list filter matches, in id order (the page cursor is
-    dropped: a queue covers all pages)."""
+    """A queue of every trajectory the list filter matches, positioned in id order (the page
+    cursor is dropped: a queue covers all pages)."""
     filters = {key: value for key, value in filters.items() if key != "after"}
     with transaction.atomic():
         queue = Queue.objects.create(
-            project=project, name=name, filter=filters, overlap=overlap, created_by=created_by
+            project=project,
+            name=name,
+            filter=filters,
+            overlap=overlap,
+            created_by=created_by,
+            order=order,
         )
         queue.annotators.set(annotators)
         insert_items(queue, project_trajectories(project, filters))
@@ -56,6 +70,48 @@ def insert_items(queue: Queue, trajectories: QuerySet[Trajectory]) -> None:
             f"SELECT %s, id, ROW_NUMBER() OVER (ORDER BY id) - 1, 0 FROM ({matched}) AS matched",
             [queue.pk, *params],
         )
+
+
+def critic_suggestions(trajectory: str) -> QuerySet[Annotation]:
+    """The critic's suggestions for the outer query's `trajectory` (a field naming a
+    trajectory id), latest first."""
+    return Annotation.objects.filter(
+        trajectory=OuterRef(trajectory),
+        source=Annotation.Source.JUDGE,
+        author__isnull=True,
+        verdict="",
+        status=Annotation.Status.SUBMITTED,
+    ).order_by("-updated_at", "-id")
+
+
+def critic_ordered(rows: QuerySet, order: str, trajectory: str = "trajectory_id") -> QuerySet:
+    """`rows` (queue items, or trajectories with trajectory="pk") in `order`, each annotated
+    with `critic_confidence`, `critic_step` and `judge_distance` (the largest distance in
+    steps between the critic's suggested step and an LLM judge's first critical step)."""
+    latest = critic_suggestions(trajectory)
+    judges = (
+        Annotation.objects.filter(
+            trajectory=OuterRef(trajectory),
+            source=Annotation.Source.JUDGE,
+            author__isnull=True,
+            first_critical_step__isnull=False,
+            status=Annotation.Status.SUBMITTED,
+        )
+        .exclude(verdict="")
+        .annotate(distance=Abs(F("first_critical_step") - OuterRef("critic_step")))
+        .order_by("-distance")
+    )
+    rows = rows.annotate(
+        critic_confidence=Subquery(latest.values("confidence")[:1]),
+        critic_step=Subquery(latest.values("first_critical_step")[:1]),
+    ).annotate(judge_distance=Subquery(judges.values("distance")[:1]))
+    tie = "position" if trajectory == "trajectory_id" else "pk"
+    least_sure = F("critic_confidence").asc(nulls_last=True)
+    if order == Queue.Order.UNCERTAINTY:
+        return rows.order_by(least_sure, tie)
+    if order == Queue.Order.DISAGREEMENT:
+        return rows.order_by(F("judge_distance").desc(nulls_last=True), least_sure, tie)
+    return rows.order_by(tie)
 
 
 def may_claim(queue: Queue, user: AbstractBaseUser) -> bool:
@@ -84,13 +140,15 @@ def claim_next(queue: Queue, user: AbstractBaseUser) -> Trajectory | None:
         if own is not None:
             return own.item.trajectory
         had = Assignment.objects.filter(item=OuterRef("pk"), annotator=user)
-        item = (
+        open_items = (
             QueueItem.objects.select_for_update(skip_locked=True)
             .only("pk", "trajectory_id")
             .filter(~Exists(had), queue=queue, claims__lt=queue.overlap)
-            .order_by("position")
-            .first()
         )
+        if queue.order == Queue.Order.POSITION:
+            item = open_items.order_by("position").first()
+        else:
+            item = critic_ordered(open_items, queue.order).first()
         if item is None:
             return None
         Assignment.objects.create(item=item, annotator=user)

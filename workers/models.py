@@ -376,3 +376,53 @@ class Correction(models.Model):
 
     def __str__(self) -> str:
         return f"correction of {self.source_id} at {self.intervention_step}: {self.status}"
+
+
+class CriticModel(models.Model):
+    """One training of a project's step critic (workers/critic/): what it learned from, the
+    artifact it wrote, and how it did on the tasks it did not see. The row records queued
+    work, so the task that trains it may run twice and do it once."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    class Source(models.TextChoices):
+        EFFECTIVE = "effective", "effective label (human sources only)"
+        GOLD = "gold", "gold labels"
+        HUMANS = "humans", "human annotations"
+        ADJUDICATED = "adjudicated", "adjudications"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="critics")
+    version = models.PositiveIntegerField()
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.EFFECTIVE)
+    encoder = models.CharField(max_length=20, default="minilm")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    artifact = models.CharField(max_length=500, blank=True, help_text="Path of the model file.")
+    summary = models.JSONField(default=dict, blank=True, help_text="What it was trained on.")
+    metrics = models.JSONField(default=dict, blank=True, help_text="Held-out measures.")
+    labelled = models.PositiveIntegerField(
+        default=0, help_text="Labelled trajectories in the project when it was trained."
+    )
+    retrain_after = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Train a new version once this many more trajectories are labelled.",
+    )
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["project", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "version"], name="criticmodel_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug} critic v{self.version}"

@@ -53,3 +53,24 @@ def score_steps(model: str, trajectory_ids: list[int], name: str = "", device: s
     """Reward-model scores for the assistant steps of these trajectories (replaced, not added)."""
     return scoring.score_trajectories(model, trajectory_ids, name, device)
 
+
+# The step critic: a training is a CriticModel row (workers/critic/jobs.py); the periodic check
+# queues a new version where enough new labels came in.
+from workers.critic import jobs as critic_jobs  # noqa: E402
+
+
+@shared_task(
+    name=critic_jobs.TRAIN_TASK,
+    queue=critic_jobs.TRAIN_QUEUE,
+    autoretry_for=(DatabaseError,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def train_critic(critic_id: int) -> str:
+    return critic_jobs.train(critic_id).status
+
+
+@shared_task(name=critic_jobs.RETRAIN_TASK)
+def retrain_critics() -> int:
+    """Periodic: train the next critic version of projects with enough new labels."""
+    return len(critic_jobs.retrain_due())

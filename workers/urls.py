@@ -1,3 +1,3 @@
-from workers.views import corrections, evaluation, judges
+from workers.views import corrections, critic, evaluation, judges
 
-urlpatterns = [*evaluation.urls, *judges.urls, *corrections.urls]
+urlpatterns = [*evaluation.urls, *judges.urls, *corrections.urls, *critic.urls]

@@ -39,6 +39,13 @@ class QueueForm(forms.Form):
         initial=1,
         help_text="How many annotators label each trajectory.",
     )
+    order = forms.ChoiceField(
+        choices=Queue.Order.choices,
+        initial=Queue.Order.POSITION,
+        required=False,
+        help_text="Critic orders need a critic judge's suggestions on the items (active "
+        "learning: label first what teaches the critic most); unjudged items come last.",
+    )
     annotators = MemberChoiceField(
         queryset=get_user_model().objects.none(),
         required=False,
@@ -113,6 +120,7 @@ def queue_create(request: HttpRequest, slug: str) -> HttpResponse:
                 form.cleaned_data["overlap"],
                 form.cleaned_data["annotators"],
                 request.user,
+                form.cleaned_data["order"] or Queue.Order.POSITION,
             )
             return redirect("queue-detail", pk=queue.pk)
     context = {

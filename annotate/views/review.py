@@ -129,6 +129,20 @@ def judgements_of(trajectory: Trajectory) -> list[Judgement]:
     return sorted(judgements, key=lambda j: SOURCE_RANK.get(j.source, len(SOURCE_RANK)))
 
 
+def critic_suggestion(judgements: list[Judgement]) -> Judgement | None:
+    """The latest suggestion of the learned step critic: a judge's judgement without a
+    verdict (only the critic backend may leave it out). Shown as a suggestion, never filled
+    into the annotator's own label."""
+    suggestions = [
+        j
+        for j in judgements
+        if j.source == Annotation.Source.JUDGE
+        and not j.verdict
+        and j.first_critical_step is not None
+    ]
+    return max(suggestions, key=lambda j: int(j.key.removeprefix("annotation-")), default=None)
+
+
 def markers_by_step(judgements: list[Judgement]) -> dict[int, list[Marker]]:
     markers: dict[int, list[Marker]] = defaultdict(list)
     for judgement in judgements:
@@ -326,6 +340,7 @@ def trajectory_detail(request: HttpRequest, pk: int) -> HttpResponse:
             list(trajectory.step_scores.values_list(*SCORE_FIELDS)), [s.step.index for s in steps]
         ),
         "json_sections": json_sections(trajectory),
+        "critic_suggestion": critic_suggestion(judgements),
         "can_review": role in REVIEW_ROLES,
         "can_manage": role in MANAGE_ROLES,
     }

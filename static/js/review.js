@@ -110,6 +110,18 @@
     }
   }
 
+  // The step critic's suggestion (templates/annotate/_critic_suggestion.html): outlined, and a
+  // placeholder in the empty critical step field; never a value until the annotator marks it.
+  function showSuggestion() {
+    const card = document.getElementById("critic-suggestion");
+    const critical = field("first_critical_step");
+    if (!card) return null;
+    const li = document.getElementById(`step-${card.dataset.step}`);
+    if (li) li.classList.add("suggested");
+    if (critical) critical.placeholder = `suggested: ${card.dataset.step}`;
+    return li;
+  }
+
   const KEYS = {
     j: () => move(1),
     k: () => move(-1),
@@ -149,15 +161,29 @@
     if (button && button.dataset.mark === "root") markRoot(stepIndex(li));
   });
 
+  document.addEventListener("click", (event) => {
+    const use = event.target.closest("[data-use-suggestion]");
+    const card = document.getElementById("critic-suggestion");
+    if (!use || !card) return;
+    const li = document.getElementById(`step-${card.dataset.step}`);
+    if (li) setCurrent(li, true);
+    markCritical(card.dataset.step);
+  });
+
   document.addEventListener("input", (event) => {
     if (event.target.form && event.target.form.id === "annotation-form") showMarks();
   });
-  document.addEventListener("htmx:afterSettle", showMarks);
+  document.addEventListener("htmx:afterSettle", () => {
+    showMarks();
+    showSuggestion();
+  });
 
   document.addEventListener("DOMContentLoaded", () => {
     addMarkButtons();
     showMarks();
+    const suggested = showSuggestion();
     const target = document.getElementById(window.location.hash.slice(1));
     if (target && target.matches("li.step")) setCurrent(target, false);
+    else if (suggested) setCurrent(suggested, false);
   });
 })();
