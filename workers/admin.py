@@ -3,6 +3,7 @@ from django.contrib import admin
 from workers.models import (
     Correction,
     CorrectionBatch,
+    CriticModel,
     JudgeBatch,
     JudgeConfig,
     JudgeConfigVersion,
@@ -65,3 +66,10 @@ class CorrectionAdmin(admin.ModelAdmin):
     list_filter = ("status",)
     raw_id_fields = ("batch", "source", "result")
     readonly_fields = ("teacher_settings", "calls", "guidance", "error")
+
+
+@admin.register(CriticModel)
+class CriticModelAdmin(admin.ModelAdmin):
+    list_display = ("project", "version", "status", "created_at")
+    list_filter = ("status", "project")
+    readonly_fields = ("summary", "metrics")
