@@ -222,3 +222,69 @@ class ImportJob(models.Model):
         if self.status == self.Status.DONE:
             return 1.0
         return min(self.bytes_done / self.bytes_total, 1.0) if self.bytes_total else 0.0
+
+
+class DatasetExport(models.Model):
+    """One version of a curated dataset (curation/exports/): what was asked, what came out.
+
+    A row is immutable once done. Running the same kind and filter again makes a new row with
+    the next `version` of that (project, kind, filter) and says whether the content changed.
+    """
+
+    class Kind(models.TextChoices):
+        SFT = "sft", "SFT (messages + tools)"
+        PREFERENCE = "preference", "preference (DPO)"
+        UNPAIRED = "unpaired", "unpaired preference (KTO)"
+        STEPWISE = "stepwise", "stepwise supervision (PRM)"
+        RL_PREFIX = "rl_prefix", "RL prefixes"
+
+    class Format(models.TextChoices):
+        JSONL = "jsonl", "JSON Lines"
+        PARQUET = "parquet", "Parquet"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="exports")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    format = models.CharField(max_length=10, choices=Format.choices, default=Format.JSONL)
+    filter = models.JSONField(default=dict, blank=True, help_text="The normalized filter spec.")
+    filter_key = models.CharField(max_length=64, help_text="sha256 of the filter and format.")
+    version = models.PositiveIntegerField()
+    changed = models.BooleanField(
+        null=True, help_text="Content differs from the previous version; empty for the first."
+    )
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField(default=0, help_text="Trajectories to read.")
+    processed = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict, blank=True)
+    manifest = models.JSONField(default=dict, blank=True)
+    files = models.JSONField(default=list, blank=True, help_text="[{name, path, bytes, sha256}]")
+    content_sha256 = models.CharField(max_length=64, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "kind", "filter_key", "version"], name="export_unique_version"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} export {self.pk} of {self.project_id} v{self.version} ({self.status})"
+
+    @property
+    def progress(self) -> float:
+        if self.status == self.Status.DONE:
+            return 1.0
+        return min(self.processed / self.total, 1.0) if self.total else 0.0

@@ -6,9 +6,11 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import DatabaseError
 
+from curation.exports.runner import EXPORT_TASK, run_export
 from curation.jobs import IMPORT_TASK, run_import_job
 from workers import schedule, scoring
 from workers.corrections import runner as corrections
+from workers.critic import jobs as critic_jobs
 from workers.judging import runs
 from workers.models import JudgeConfig
 
@@ -54,19 +56,20 @@ def score_steps(model: str, trajectory_ids: list[int], name: str = "", device: s
     return scoring.score_trajectories(model, trajectory_ids, name, device)
 
 
-# The step critic: a training is a CriticModel row (workers/critic/jobs.py); the periodic check
-# queues a new version where enough new labels came in.
-from workers.critic import jobs as critic_jobs  # noqa: E402
+@shared_task(name=EXPORT_TASK)
+def export_dataset(export_id: int) -> str:
+    """A dataset export (curation/exports/runner.py), sent to the `export` queue."""
+    return run_export(export_id).status
 
 
 @shared_task(
     name=critic_jobs.TRAIN_TASK,
-    queue=critic_jobs.TRAIN_QUEUE,
     autoretry_for=(DatabaseError,),
     retry_backoff=True,
     max_retries=3,
 )
 def train_critic(critic_id: int) -> str:
+    """One critic training (a CriticModel row, workers/critic/jobs.py), sent to `gpu`."""
     return critic_jobs.train(critic_id).status
 
 
