@@ -51,7 +51,17 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.security.ContentSecurityPolicyMiddleware",
 ]
+
+# Security headers (config/security.py adds the CSP; Django's middleware the rest).
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -119,7 +129,20 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # `?format=` names the import format (as --format does), not a renderer.
     "URL_FORMAT_OVERRIDE": None,
+    # Requests per client in a window; over it the API answers 429 with Retry-After.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "config.security.AnonApiThrottle",
+        "config.security.UserApiThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": os.environ.get("API_THROTTLE_ANON", "100/minute"),
+        "user": os.environ.get("API_THROTTLE_USER", "2000/minute"),
+    },
 }
+# Failed logins from one address, or for one username, before the login page refuses (429)
+# for the rest of the window. Counted in the default (per-process locmem) cache.
+LOGIN_MAX_FAILURES = int(os.environ.get("LOGIN_MAX_FAILURES", 10))
+LOGIN_FAILURE_WINDOW_S = int(os.environ.get("LOGIN_FAILURE_WINDOW_S", 300))
 SPECTACULAR_SETTINGS = {
     "TITLE": "Trajectory curation studio API",
     "VERSION": "0.1.0",
@@ -155,6 +178,9 @@ JUDGE_BATCH_SIZE = int(os.environ.get("JUDGE_BATCH_SIZE", 16))
 
 # Import batches: trajectories written per transaction on the fast path.
 IMPORT_BATCH_SIZE = int(os.environ.get("IMPORT_BATCH_SIZE", 500))
+# A record over either limit is refused like any bad record; the rest of its file lands.
+IMPORT_MAX_STEPS = int(os.environ.get("IMPORT_MAX_STEPS", 10_000))
+IMPORT_MAX_STEP_CHARS = int(os.environ.get("IMPORT_MAX_STEP_CHARS", 2_000_000))
 
 LOGGING = {
     "version": 1,

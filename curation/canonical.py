@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import orjson
+from django.conf import settings
 
 STEP_ROLES = ("system", "user", "assistant", "tool")
 AGENT_ROLES = ("teacher", "student", "correction")
@@ -248,12 +249,29 @@ def _step(value: Any) -> Step:
 
 
 def _steps(values: list) -> list[Step]:
+    """The steps, within IMPORT_MAX_STEPS per trajectory and IMPORT_MAX_STEP_CHARS of text
+    (content and reasoning) per step."""
+    max_steps, max_chars = settings.IMPORT_MAX_STEPS, settings.IMPORT_MAX_STEP_CHARS
+    if len(values) > max_steps:
+        raise RecordError(
+            f"{len(values)} steps are over the limit of {max_steps} per trajectory "
+            "(IMPORT_MAX_STEPS)",
+            "steps",
+        )
     steps = []
     for i, value in enumerate(values):
         try:
-            steps.append(_step(value))
+            step = _step(value)
         except RecordError as exc:
             raise exc.within(f"steps[{i}]") from None
+        chars = len(step.content) + len(step.reasoning)
+        if chars > max_chars:
+            raise RecordError(
+                f"{chars} characters are over the limit of {max_chars} per step "
+                "(IMPORT_MAX_STEP_CHARS)",
+                f"steps[{i}]",
+            )
+        steps.append(step)
     return steps
 
 

@@ -44,6 +44,14 @@ def project(db):
 
 
 @pytest.fixture(autouse=True)
+def empty_cache() -> None:
+    """Throttle and login-failure counters live in the cache: each test starts with none."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def media_in_tmp(settings, tmp_path: Path) -> None:
     """Uploaded files of a test go to its own temporary folder."""
     settings.MEDIA_ROOT = tmp_path / "media"

@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from curation.exports.permissions import EXPORT_ROLES, can_export
+from curation.exports.permissions import can_export
 from curation.exports.runner import check_request, create_export, enqueue_export, export_storage
 from curation.exports.spec import FORMATS, KINDS, FilterError
 from curation.models import DatasetExport, Project
@@ -75,11 +75,18 @@ class DatasetExportSerializer(serializers.ModelSerializer):
         ]
 
 
-def _exportable_projects(request: Request) -> QuerySet[Project]:
-    projects = visible_projects(request.user)
-    if request.user.is_superuser:
-        return projects
-    return projects.filter(memberships__user=request.user, memberships__role__in=EXPORT_ROLES)
+def _member_export(request: Request, pk: int) -> DatasetExport:
+    """An export of a project the caller belongs to (404 otherwise), if the caller's role may
+    export there (403 otherwise, as on the pages)."""
+    export = get_object_or_404(
+        DatasetExport.objects.select_related("project", "created_by").filter(
+            project__in=visible_projects(request.user)
+        ),
+        pk=pk,
+    )
+    if not can_export(request.user, export.project):
+        raise PermissionDenied(DENIED)
+    return export
 
 
 class ProjectExports(generics.ListCreateAPIView):
@@ -117,10 +124,8 @@ class ExportDetail(generics.RetrieveAPIView):
 
     serializer_class = DatasetExportSerializer
 
-    def get_queryset(self) -> QuerySet[DatasetExport]:
-        return DatasetExport.objects.select_related("project", "created_by").filter(
-            project__in=_exportable_projects(self.request)
-        )
+    def get_object(self) -> DatasetExport:
+        return _member_export(self.request, self.kwargs["pk"])
 
 
 class ExportFile(APIView):
@@ -128,9 +133,7 @@ class ExportFile(APIView):
 
     @extend_schema(responses={(200, "application/octet-stream"): bytes})
     def get(self, request: Request, pk: int, name: str) -> FileResponse:
-        export = get_object_or_404(
-            DatasetExport.objects.filter(project__in=_exportable_projects(request)), pk=pk
-        )
+        export = _member_export(request, pk)
         stored = next((f for f in export.files if f["name"] == name), None)
         if export.status != DatasetExport.Status.DONE or stored is None:
             raise Http404("No such file in this export.")

@@ -10,7 +10,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
@@ -180,7 +180,7 @@ def correction_override(request: HttpRequest, pk: int) -> HttpResponse:
         raise PermissionDenied("Only a generated correction can be accepted or rejected.")
     decision = request.POST.get("decision")
     if decision not in ("accept", "reject"):
-        raise PermissionDenied("Say accept or reject.")
+        return HttpResponseBadRequest("The decision is accept or reject.")
     runner.override(
         correction, decision == "accept", request.user, request.POST.get("note", "")[:500]
     )
