@@ -42,7 +42,9 @@ def lines(count: int, broken: int | None = None) -> bytes:
 def worker() -> Iterator[None]:
     """A real worker thread on the configured broker, started on an empty queue."""
     celery_app.control.purge()  # messages other tests queued with no worker running
-    with start_worker(celery_app, perform_ping_check=False, shutdown_timeout=30):
+    with start_worker(
+        celery_app, queues=["default"], perform_ping_check=False, shutdown_timeout=30
+    ):
         yield
 
 
