@@ -88,6 +88,8 @@ MATRIX: dict[str, tuple[frozenset[str] | None, frozenset[str] | None]] = {
     "correction-batch": (MEMBERS, UNCHECKED),
     "correction-detail": (MEMBERS, UNCHECKED),
     "correction-override": (NO_METHOD, REVIEWERS),
+    "teacher-create": (MANAGERS, MANAGERS),
+    "teacher-edit": (MANAGERS, MANAGERS),
     "critic-list": (MEMBERS, UNCHECKED),
     "critic-train": (NO_METHOD, MANAGERS),
     "critic-detail": (MEMBERS, UNCHECKED),
@@ -229,6 +231,7 @@ def make_world() -> dict[str, Any]:
         "judge": judge,
         "judge_batch": judge_batch,
         "judge_run": judge_run,
+        "teacher": teacher,
         "correction_batch": correction_batch,
         "correction": correction,
         "critic": critic,
@@ -244,8 +247,12 @@ def url_of(route: Route, world: dict[str, Any]) -> str:
             kwargs[param] = world["project"].slug
         elif param == "version":
             kwargs[param] = world["critic"].version
+        elif param == "name" and route.name.startswith("judge-"):
+            kwargs[param] = world["judge"].name
+        elif param == "name" and route.name.startswith("teacher-"):
+            kwargs[param] = world["teacher"].name
         elif param == "name":
-            kwargs[param] = world["judge"].name if "judge" in route.name else EXPORT_FILE
+            kwargs[param] = EXPORT_FILE
         elif param == "pk" and route.name in PK_OF:
             kwargs[param] = world[PK_OF[route.name]].pk
         else:

@@ -12,11 +12,33 @@ from django.utils.http import urlencode
 
 from annotate.views.lists import filter_form
 from curation.models import Project
-from workers.models import JudgeConfig
+from workers.models import JudgeConfig, TeacherConfig
 
 SECRET_WORDS = ("key", "token", "secret", "password")
 ALLOWED_SECRET_OPTIONS = {"api_key_env"}
 RESERVED_NAMES = {"new", "evaluate"}
+
+
+def checked_options(text: str) -> dict[str, Any]:
+    """Backend options from the form's JSON text; a key that looks like a secret is refused
+    (configs are stored in the database: secrets stay in the workers' environment)."""
+    text = text.strip()
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise forms.ValidationError(f"Not valid JSON: {error}") from None
+    if not isinstance(options, dict):
+        raise forms.ValidationError('Give a JSON object, e.g. {"concurrency": 4}.')
+    for key in options:
+        secret = any(word in key.lower() for word in SECRET_WORDS)
+        if secret and key not in ALLOWED_SECRET_OPTIONS:
+            raise forms.ValidationError(
+                f"'{key}' looks like a secret: secrets are not stored. Put it in an "
+                'environment variable of the workers and name it with "api_key_env".'
+            )
+    return options
 
 
 class JudgeConfigForm(forms.ModelForm):
@@ -72,23 +94,7 @@ class JudgeConfigForm(forms.ModelForm):
         return name
 
     def clean_options(self) -> dict[str, Any]:
-        text = (self.cleaned_data.get("options") or "").strip()
-        if not text:
-            return {}
-        try:
-            options = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise forms.ValidationError(f"Not valid JSON: {error}") from None
-        if not isinstance(options, dict):
-            raise forms.ValidationError('Give a JSON object, e.g. {"concurrency": 4}.')
-        for key in options:
-            secret = any(word in key.lower() for word in SECRET_WORDS)
-            if secret and key not in ALLOWED_SECRET_OPTIONS:
-                raise forms.ValidationError(
-                    f"'{key}' looks like a secret: secrets are not stored. Put it in an "
-                    'environment variable of the workers and name it with "api_key_env".'
-                )
-        return options
+        return checked_options(self.cleaned_data.get("options") or "")
 
     def clean_filter(self) -> dict[str, str]:
         text = (self.cleaned_data.get("filter") or "").strip().lstrip("?")
@@ -119,3 +125,45 @@ class JudgeConfigForm(forms.ModelForm):
         if cleaned.get("max_attempts") == 0:
             self.add_error("max_attempts", "At least one attempt.")
         return cleaned
+
+
+class TeacherConfigForm(forms.ModelForm):
+    options = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=TeacherConfig._meta.get_field("options").help_text,
+    )
+
+    class Meta:
+        model = TeacherConfig
+        fields = [
+            "name",
+            "backend",
+            "model",
+            "options",
+            "prompt_template",
+            "temperature",
+            "top_p",
+            "seed",
+            "max_tokens",
+            "max_attempts",
+        ]
+        widgets = {"prompt_template": forms.Textarea(attrs={"rows": 5})}
+
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.project = project
+        if not self.is_bound and self.instance.pk and self.instance.options:
+            self.initial["options"] = json.dumps(self.instance.options)
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        if name == "new":
+            raise forms.ValidationError("'new' is taken by a page; choose another name.")
+        taken = TeacherConfig.objects.filter(project=self.project, name=name)
+        if taken.exclude(pk=self.instance.pk).exists():
+            raise forms.ValidationError(f"This project already has a teacher named '{name}'.")
+        return name
+
+    def clean_options(self) -> dict[str, Any]:
+        return checked_options(self.cleaned_data.get("options") or "")

@@ -1,3 +1,3 @@
-from workers.views import corrections, critic, evaluation, judges
+from workers.views import corrections, critic, evaluation, judges, teachers
 
-urlpatterns = [*evaluation.urls, *judges.urls, *corrections.urls, *critic.urls]
+urlpatterns = [*evaluation.urls, *judges.urls, *corrections.urls, *teachers.urls, *critic.urls]

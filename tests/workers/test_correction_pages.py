@@ -186,3 +186,32 @@ def test_the_correct_command_runs_here_and_says_what_it_skipped(project, failed)
 
     result = json.loads(out.getvalue())
     assert (result["total"], result["skipped"], result["generated"]) == (1, 1, 1)
+
+
+@pytest.mark.django_db
+def test_researchers_make_and_edit_teachers_in_the_browser(project) -> None:
+    researcher = client_for(make_member(project, "rita", Membership.Role.RESEARCHER))
+    form = {
+        "name": "big",
+        "backend": "openai",
+        "model": "big-70b",
+        "temperature": "0",
+        "top_p": "1",
+        "max_tokens": "1024",
+        "max_attempts": "3",
+        "options": '{"base_url": "http://127.0.0.1:8001/v1"}',
+    }
+    assert (
+        researcher.post("/p/demo/teachers/new/", {**form, "options": '{"token": "x"}'}).status_code
+        == 200
+    )
+    assert not TeacherConfig.objects.exists()  # a secret in the options is refused
+
+    assert researcher.post("/p/demo/teachers/new/", form).url == "/p/demo/corrections/"
+    researcher.post("/p/demo/teachers/big/edit/", {**form, "temperature": "0.5"})
+    teacher = TeacherConfig.objects.get(name="big")
+    assert teacher.temperature == 0.5 and teacher.options["base_url"].endswith("/v1")
+    assert "big-70b" in researcher.get("/p/demo/corrections/").content.decode()
+
+    annotator = client_for(make_member(project, "ann"))
+    assert annotator.post("/p/demo/teachers/new/", {**form, "name": "x"}).status_code == 403
