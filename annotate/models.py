@@ -248,3 +248,44 @@ class EffectiveLabel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trajectory_id}: {self.verdict or '?'} ({self.verdict_source or 'none'})"
+
+
+class AnnotationChange(models.Model):
+    """One save of an annotation or an adjudication by a person: who, when, and each changed
+    field as [old, new] (annotate/history.py). Consecutive draft autosaves by one person are
+    folded into one row. It outlives the label it describes (the link is then empty)."""
+
+    class Action(models.TextChoices):
+        CREATED = "created"
+        UPDATED = "updated"
+        SUBMITTED = "submitted"
+
+    trajectory = models.ForeignKey(
+        Trajectory, on_delete=models.CASCADE, related_name="label_changes"
+    )
+    annotation = models.ForeignKey(
+        Annotation, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes"
+    )
+    adjudication = models.ForeignKey(
+        Adjudication, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    at = models.DateTimeField(help_text="The (last folded-in) save.")
+    action = models.CharField(max_length=20, choices=Action.choices)
+    changes = models.JSONField(default=dict, blank=True, help_text='{"field": [old, new]}')
+
+    class Meta:
+        ordering = ["trajectory", "-at", "-id"]
+        indexes = [models.Index(fields=["trajectory", "at"], name="labelchange_traj_at")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(annotation__isnull=True) | models.Q(adjudication__isnull=True),
+                name="labelchange_one_subject",
+            )
+        ]
+
+    def __str__(self) -> str:
+        subject = "adjudication" if self.adjudication_id else f"annotation {self.annotation_id}"
+        return f"{subject} of {self.trajectory_id} {self.action} at {self.at:%Y-%m-%d %H:%M}"

@@ -181,6 +181,9 @@ IMPORT_BATCH_SIZE = int(os.environ.get("IMPORT_BATCH_SIZE", 500))
 # A record over either limit is refused like any bad record; the rest of its file lands.
 IMPORT_MAX_STEPS = int(os.environ.get("IMPORT_MAX_STEPS", 10_000))
 IMPORT_MAX_STEP_CHARS = int(os.environ.get("IMPORT_MAX_STEP_CHARS", 2_000_000))
+# Bytes per API import body (413 beyond it) and per file uploaded on the import page.
+IMPORT_MAX_REQUEST_BYTES = int(os.environ.get("IMPORT_MAX_REQUEST_BYTES", 1024**3))
+IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", 1024**3))
 
 LOGGING = {
     "version": 1,

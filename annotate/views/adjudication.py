@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 
+from annotate import history
 from annotate.effective import COMPARED, HUMAN_SOURCES, refresh
 from annotate.forms_review import LABEL_FIELDS, AdjudicationForm
 from annotate.models import Adjudication, Annotation, EffectiveLabel
@@ -99,8 +100,9 @@ def initial_label(
 
 
 def save_adjudication(form: AdjudicationForm, trajectory: Trajectory, reviewer: Any) -> bool:
-    """Store the form's label and refresh the effective label; refused (False, with the form's
-    error set) if the adjudication changed since the reviewer loaded it."""
+    """Store the form's label, record it in the history and refresh the effective label;
+    refused (False, with the form's error set) if the adjudication changed since the reviewer
+    loaded it."""
     try:
         with transaction.atomic():
             current = Adjudication.objects.select_for_update().filter(trajectory=trajectory)
@@ -108,11 +110,13 @@ def save_adjudication(form: AdjudicationForm, trajectory: Trajectory, reviewer: 
             if stamp(adjudication) != form.cleaned_data["based_on"]:
                 form.add_error(None, CONFLICT)
                 return False
+            before = history.values_of(adjudication) if adjudication else None
             adjudication = adjudication or Adjudication(trajectory=trajectory)
             for field in LABEL_FIELDS:
                 setattr(adjudication, field, form.cleaned_data[field])
             adjudication.reviewer = reviewer
             adjudication.save()
+            history.record_adjudication(adjudication, before, reviewer)
             refresh([trajectory.pk])
     except IntegrityError:  # another reviewer created the first adjudication at the same time
         form.add_error(None, CONFLICT)

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 
-from annotate import effective, queues
+from annotate import effective, history, queues
 from annotate.forms import STEP_LABEL_PREFIX, STEP_LABELS, AnnotationForm, initial_from
 from annotate.models import Annotation, Queue
 from curation.models import Trajectory
@@ -52,24 +52,33 @@ def page_queue(trajectory: Trajectory, raw_id: str | None) -> Queue | None:
 def save(
     trajectory: Trajectory, user: AbstractBaseUser, version: int, values: dict[str, Any]
 ) -> Annotation | None:
-    """Write the user's annotation if it is still at `version` (0: none yet) and bump its
-    version; None, with nothing written, if someone saved it since."""
-    if version == 0:
-        try:
-            with transaction.atomic():
-                return Annotation.objects.create(
+    """Write the user's annotation if it is still at `version` (0: none yet), bump its version
+    and record the change in its history, all in one transaction; None, with nothing written,
+    if someone saved it since."""
+    try:
+        with transaction.atomic():
+            if version == 0:
+                annotation = Annotation.objects.create(
                     trajectory=trajectory,
                     author=user,
                     source=Annotation.Source.HUMAN,
                     version=1,
                     **values,
                 )
-        except IntegrityError:
-            return None
-    current = Annotation.objects.filter(trajectory=trajectory, author=user, version=version)
-    if not current.update(**values, version=version + 1, updated_at=timezone.now()):
+                history.record_annotation(annotation, None, user)
+                return annotation
+            mine = Annotation.objects.filter(trajectory=trajectory, author=user)
+            before = mine.filter(version=version).first()
+            # The update matches only the version read above, so `before` is what it replaces.
+            if before is None or not mine.filter(version=version).update(
+                **values, version=version + 1, updated_at=timezone.now()
+            ):
+                return None
+            annotation = mine.get()
+            history.record_annotation(annotation, history.values_of(before), user)
+            return annotation
+    except IntegrityError:  # another session created it first
         return None
-    return Annotation.objects.get(trajectory=trajectory, author=user)
 
 
 def saved_state(annotation: Annotation | None) -> State:
@@ -146,7 +155,9 @@ def form_context(request: HttpRequest, trajectory: Trajectory) -> dict[str, Any]
     form = AnnotationForm(trajectory, initial=initial_from(annotation))
     queue = page_queue(trajectory, request.GET.get("queue"))
     version = annotation.version if annotation else 0
-    return context_for(trajectory, form, annotation, queue, saved_state(annotation), version)
+    context = context_for(trajectory, form, annotation, queue, saved_state(annotation), version)
+    # For the review page's history; lazy, so the form partial alone runs no query for it.
+    return {**context, "label_history": history.LabelHistory(trajectory, request.user)}
 
 
 def finish_submit(request: HttpRequest, trajectory: Trajectory, queue: Queue | None) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from typing import Any
 
+from django.conf import settings
 from django.core.files import File
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, status
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import generics, serializers, status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
@@ -26,7 +29,7 @@ from curation.api.serializers import (
 from curation.canonical import AGENT_ROLES
 from curation.formats import FORMATS
 from curation.formats.reading import iter_stream
-from curation.ingest import Overrides, import_items
+from curation.ingest import ImportSummary, Overrides, import_items
 from curation.jobs import enqueue_import
 from curation.models import ImportJob, Project, Task, Trajectory
 from curation.permissions import can_import, visible_projects
@@ -132,6 +135,47 @@ class StreamParser(BaseParser):
         return stream
 
 
+class BodyTooLarge(Exception):
+    """The import body went past IMPORT_MAX_REQUEST_BYTES while it was read."""
+
+
+class _Capped:
+    """A stream that raises BodyTooLarge once more than `limit` bytes have come through it."""
+
+    def __init__(self, stream: Any, limit: int) -> None:
+        self.stream = stream
+        self.limit = limit
+        self.count = 0
+
+    def read(self, size: int = -1) -> bytes:
+        # Never more than one byte past the limit in memory, whatever `size` asks for.
+        room = self.limit + 1 - self.count
+        data = self.stream.read(room if size is None or size < 0 else min(size, room))
+        self.count += len(data)
+        if self.count > self.limit:
+            raise BodyTooLarge
+        return data
+
+
+def _content_length(request: Request) -> int | None:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or "")
+    except ValueError:
+        return None
+
+
+TOO_LARGE_SCHEMA = inline_serializer(
+    "ImportTooLarge",
+    {
+        "detail": serializers.CharField(),
+        "setting": serializers.CharField(),
+        "limit": serializers.IntegerField(),
+        "cut": serializers.BooleanField(),
+        "summary": ImportSummarySerializer(required=False),
+    },
+)
+
+
 class ProjectImport(APIView):
     """Bulk import: NDJSON in the canonical format (or any importer format, by name).
 
@@ -140,6 +184,11 @@ class ProjectImport(APIView):
     `import_trajectories --json`: 200 when every record landed or was already there, 422 when
     some failed (the good ones still landed; `errors` says which and why). With `?async=1` the
     body is stored and imported by a worker: 202 with the job, whose URL reports progress.
+
+    A body over IMPORT_MAX_REQUEST_BYTES is answered 413. When its Content-Length says so it
+    is refused unread. A body without one (chunked) is counted as it is read: a queued import
+    then stores nothing, a direct one stops at the limit, and the batches written by then stay
+    (the 413 carries their counts; importing the whole file again skips them as duplicates).
     """
 
     parser_classes = [StreamParser]
@@ -149,6 +198,7 @@ class ProjectImport(APIView):
         responses={
             200: ImportSummarySerializer,
             202: ImportJobSerializer,
+            413: TOO_LARGE_SCHEMA,
             422: ImportSummarySerializer,
         },
         parameters=[
@@ -170,34 +220,80 @@ class ProjectImport(APIView):
         if agent_role and agent_role not in AGENT_ROLES[:2]:
             raise ValidationError({"agent_role": "expected teacher or student"})
 
+        limit = settings.IMPORT_MAX_REQUEST_BYTES
+        length = _content_length(request)
+        if length is not None and length > limit:
+            return _too_large(
+                f"The request body is {length} bytes, over the limit of {limit} bytes per "
+                "import request (IMPORT_MAX_REQUEST_BYTES). Nothing was read or stored: send "
+                "the records in smaller requests.",
+                limit,
+            )
+
         if request.content_type.startswith("multipart/form-data"):
             upload = request._request.FILES.get("file")
             if upload is None:
                 raise ValidationError({"file": "send the records in a form field named 'file'"})
-            stream, source = upload, upload.name
+            stream, source = _Capped(upload, limit), upload.name
         else:
-            stream, source = request._request, "request body"
+            stream, source = _Capped(request._request, limit), "request body"
         if params.get("async") in ("1", "true"):
-            job = ImportJob.objects.create(
-                project=project,
-                created_by=request.user,
-                upload=File(stream, name=source if source != "request body" else "body.jsonl"),
-                original_name=source,
-                format_name=format_name or "",
-                agent_model=params.get("agent_model", ""),
-                agent_role=agent_role,
-            )
+            with tempfile.TemporaryFile(dir=settings.FILE_UPLOAD_TEMP_DIR) as spool:
+                try:
+                    shutil.copyfileobj(stream, spool)  # the whole body, counted, before storing
+                except BodyTooLarge:
+                    return _too_large(
+                        f"The request body went past the limit of {limit} bytes per import "
+                        "request (IMPORT_MAX_REQUEST_BYTES). Nothing was stored: send the "
+                        "records in smaller requests.",
+                        limit,
+                    )
+                spool.seek(0)
+                job = ImportJob.objects.create(
+                    project=project,
+                    created_by=request.user,
+                    upload=File(spool, name=source if source != "request body" else "body.jsonl"),
+                    original_name=source,
+                    format_name=format_name or "",
+                    agent_model=params.get("agent_model", ""),
+                    agent_role=agent_role,
+                )
             enqueue_import(job)
             data = ImportJobSerializer(job, context={"request": request}).data
             return Response(data, status=status.HTTP_202_ACCEPTED)
-        summary = import_items(
-            project,
-            iter_stream(stream, source),
-            format_name=format_name,
-            overrides=Overrides(params.get("agent_model", ""), agent_role),
-        )
+        summary = ImportSummary()
+        try:
+            import_items(
+                project,
+                iter_stream(stream, source),
+                format_name=format_name,
+                overrides=Overrides(params.get("agent_model", ""), agent_role),
+                summary=summary,
+            )
+        except BodyTooLarge:
+            return _too_large(
+                f"The request body went past the limit of {limit} bytes per import request "
+                "(IMPORT_MAX_REQUEST_BYTES) and the import was cut there: the records written "
+                f"before it landed ({summary.created} created, {summary.duplicates} "
+                "duplicates), the rest were not imported. Send the rest in smaller requests; "
+                "records already there are skipped as duplicates.",
+                limit,
+                {"project": project.slug, **summary.as_dict()},
+            )
         code = status.HTTP_422_UNPROCESSABLE_ENTITY if summary.failed else status.HTTP_200_OK
         return Response({"project": project.slug, **summary.as_dict()}, status=code)
+
+
+def _too_large(detail: str, limit: int, summary: dict | None = None) -> Response:
+    data: dict[str, Any] = {
+        "detail": detail,
+        "setting": "IMPORT_MAX_REQUEST_BYTES",
+        "limit": limit,
+        "cut": summary is not None,
+    }
+    if summary is not None:
+        data["summary"] = summary
+    return Response(data, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
 
 
 class ImportJobDetail(generics.RetrieveAPIView):

@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 from curation.formats.reading import RawItem
 from curation.ingest import import_items
 from curation.models import Membership, Project, Trajectory
+from tests import hostile
 from tests.e2e.conftest import log_in
 
 HOSTILE = [
@@ -51,3 +52,32 @@ def test_hostile_content_is_shown_as_text_and_runs_nothing(page, live_server) ->
     assert "<script>alert('script')</script>" in body
     assert "onerror" in body
     assert page.page.locator("main script, main img, main svg").count() == 0
+
+
+@pytest.mark.parametrize("name", ["markup", "broken-html", "nested-arguments", "injection"])
+@pytest.mark.django_db(transaction=True)
+def test_corpus_trajectories_run_nothing_and_leave_the_page_usable(
+    page, live_server, name: str
+) -> None:
+    project = Project.objects.create(slug="hostile", name="Hostile")
+    user = User.objects.create_user("ann", password="pw")
+    Membership.objects.create(project=project, user=user, role="annotator")
+    record = hostile.STORABLE[name]
+    import_items(project, [RawItem("corpus", "item 0", record)])
+    trajectory = Trajectory.objects.get()
+
+    log_in(page.page, live_server, "ann", "pw")
+    for path in (f"/p/{project.slug}/", f"/t/{trajectory.pk}/"):
+        page.page.goto(f"{live_server.url}{path}")
+        page.page.wait_for_load_state("networkidle")
+        assert page.page.locator("main").is_visible()  # no injected style hid the page
+    for details in page.page.locator("main details").all():
+        details.evaluate("element => { element.open = true; }")  # show folded content too
+    steps = page.page.locator("main li.step")
+    assert steps.count() == len(record["steps"])
+    steps.last.scroll_into_view_if_needed()
+    assert steps.last.is_visible()
+
+    assert page.dialogs == []
+    assert page.outside == []
+    assert page.page.locator("main script, main img, main svg, main iframe").count() == 0
