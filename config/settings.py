@@ -173,6 +173,15 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
+# The reconciler (workers/reconcile.py, every minute under beat) sends again work queued for
+# longer than RECONCILE_QUEUED_S (its message was lost) or running for longer than
+# RECONCILE_STALE_S (its worker died).
+RECONCILE_QUEUED_S = int(os.environ.get("RECONCILE_QUEUED_S", 300))
+RECONCILE_STALE_S = int(os.environ.get("RECONCILE_STALE_S", 3600))
+CELERY_BEAT_SCHEDULE = {
+    "reconcile": {"task": "workers.reconcile", "schedule": 60.0, "options": {"queue": "default"}}
+}
+
 # Judging: trajectories per Celery task (one backend call per strategy round for all of them).
 JUDGE_BATCH_SIZE = int(os.environ.get("JUDGE_BATCH_SIZE", 16))
 

@@ -8,7 +8,7 @@ from django.db import DatabaseError
 
 from curation.exports.runner import EXPORT_TASK, run_export
 from curation.jobs import IMPORT_TASK, run_import_job
-from workers import schedule, scoring
+from workers import reconcile, schedule, scoring
 from workers.corrections import runner as corrections
 from workers.critic import jobs as critic_jobs
 from workers.judging import runs
@@ -77,3 +77,9 @@ def train_critic(critic_id: int) -> str:
 def retrain_critics() -> int:
     """Periodic: train the next critic version of projects with enough new labels."""
     return len(critic_jobs.retrain_due())
+
+
+@shared_task(name="workers.reconcile")
+def reconcile_work() -> dict:
+    """Periodic: send again the work a lost message or a dead worker left unfinished."""
+    return reconcile.reconcile()

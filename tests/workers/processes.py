@@ -24,12 +24,17 @@ def need_shared_broker() -> None:
         pytest.skip("needs a broker shared with a worker process (Redis, as in CI)")
 
 
-def start_worker_process(queues: str = "default", batch_size: int = 4) -> subprocess.Popen:
+def database_url() -> str:
+    """The test database's URL, for a child process to use it too."""
     db = connection.settings_dict
     host, port = db["HOST"] or "127.0.0.1", db["PORT"] or 5432
+    return f"postgres://{db['USER']}@{host}:{port}/{db['NAME']}"
+
+
+def start_worker_process(queues: str = "default", batch_size: int = 4) -> subprocess.Popen:
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{host}:{port}/{db['NAME']}",
+        "DATABASE_URL": database_url(),
         "CELERY_BROKER_URL": celery_app.conf.broker_url,
         # Redis: redeliver a dead worker's task after 3 s, sweeping for such tasks every second
         "CELERY_BROKER_TRANSPORT_OPTIONS": json.dumps(

@@ -214,6 +214,9 @@ def store(correction: Correction, result: Result, share_s: float) -> bool:
         correction.save()
         return False
     with transaction.atomic():
+        locked = Correction.objects.select_for_update().get(pk=correction.pk)
+        if locked.result_id is not None:  # a task sent again stored it first
+            return True
         correction.result = copy_with_new_steps(correction, result.steps)
         correction.status = Status.GENERATED
         correction.error = ""
