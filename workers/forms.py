@@ -56,24 +56,7 @@ class JudgeConfigForm(forms.ModelForm):
 
     class Meta:
         model = JudgeConfig
-        fields = [
-            "name",
-            "backend",
-            "model",
-            "options",
-            "strategy",
-            "score_steps",
-            "prompt_template",
-            "temperature",
-            "top_p",
-            "seed",
-            "max_tokens",
-            "token_budget",
-            "max_attempts",
-            "filter",
-            "schedule_minutes",
-            "is_active",
-        ]
+        fields = ["name", *JudgeConfig.VERSIONED_FIELDS, "filter", "schedule_minutes", "is_active"]
         widgets = {"prompt_template": forms.Textarea(attrs={"rows": 8})}
 
     def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
@@ -136,18 +119,7 @@ class TeacherConfigForm(forms.ModelForm):
 
     class Meta:
         model = TeacherConfig
-        fields = [
-            "name",
-            "backend",
-            "model",
-            "options",
-            "prompt_template",
-            "temperature",
-            "top_p",
-            "seed",
-            "max_tokens",
-            "max_attempts",
-        ]
+        fields = ["name", *TeacherConfig.SETTINGS]
         widgets = {"prompt_template": forms.Textarea(attrs={"rows": 5})}
 
     def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from annotate import effective
@@ -127,22 +127,23 @@ def _environment(name: str, steps: list[dict]) -> Environment | None:
     return HttpEnvironment(name)
 
 
-def _label(trajectory_id: int) -> dict[str, Any]:
-    label = EffectiveLabel.objects.filter(trajectory_id=trajectory_id).first()
-    rationale = (
-        Annotation.objects.filter(
-            trajectory_id=trajectory_id, first_critical_step=label.first_critical_step
-        )
-        .exclude(rationale="")
-        .values_list("rationale", flat=True)
-        .first()
-        if label
-        else None
-    )
-    return {
-        "error_category": label.error_category if label else "",
-        "rationale": rationale or "",
+def _labels(trajectory_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The effective label's category and a rationale given for its critical step, for each
+    trajectory (what the reflector reads): two queries whatever the count."""
+    labels = {
+        pk: {"error_category": category, "rationale": "", "step": step}
+        for pk, category, step in EffectiveLabel.objects.filter(
+            trajectory_id__in=trajectory_ids
+        ).values_list("trajectory_id", "error_category", "first_critical_step")
     }
+    notes = Annotation.objects.filter(trajectory_id__in=trajectory_ids).exclude(rationale="")
+    for pk, step, rationale in notes.order_by("id").values_list(
+        "trajectory_id", "first_critical_step", "rationale"
+    ):
+        label = labels.get(pk)
+        if label is not None and label["step"] == step and not label["rationale"]:
+            label["rationale"] = rationale
+    return labels
 
 
 def correct(correction_ids: Iterable[int]) -> dict[str, int]:
@@ -170,13 +171,14 @@ def correct(correction_ids: Iterable[int]) -> dict[str, int]:
             "reflector": _sampling(batch.reflector or teacher),
             "simulator": _sampling(batch.simulator or teacher),
         }
+        labels = _labels([c.source_id for c in to_generate])
         sessions = []
         for c in to_generate:
             trajectory = data[c.source_id]
             plan = Plan(
                 trajectory=trajectory,
                 branch_step=c.intervention_step,
-                label=_label(c.source_id),
+                label=labels.get(c.source_id, {}),
                 mode=batch.mode,
                 guidance=batch.guidance,
                 max_steps=batch.max_steps,
@@ -190,10 +192,14 @@ def correct(correction_ids: Iterable[int]) -> dict[str, int]:
         for c, result in zip(to_generate, results, strict=True):
             ok = store(c, result, share)
             counts["generated" if ok else "failed"] += 1
-    for c in corrections:
-        c.refresh_from_db()
-        if c.status == Status.GENERATED and c.batch.verifier_id:
-            verify(c)
+    generated = Correction.objects.filter(
+        pk__in=[c.pk for c in corrections], status=Status.GENERATED, batch__verifier__isnull=False
+    ).select_related("batch__verifier")
+    by_verifier: dict[int, list[Correction]] = {}
+    for c in generated:
+        by_verifier.setdefault(c.batch.verifier_id, []).append(c)
+    for group in by_verifier.values():
+        verify(group)
     for batch_id in {c.batch_id for c in corrections}:
         finish_batch(batch_id)
     return counts
@@ -279,16 +285,23 @@ def copy_with_new_steps(correction: Correction, new_steps: list[dict]) -> Trajec
     return trajectory
 
 
-def verify(correction: Correction) -> None:
-    """Judge the corrected run with the batch's verifier and accept or reject it: mode step
-    is accepted when the judge finds no critical error at or after the branch step, mode
-    rollout when it judges the run a success."""
-    verifier = correction.batch.verifier
-    version = runs.current_version(verifier)
-    runs.judge(version.pk, [correction.result_id])
-    run = (
-        version.runs.filter(trajectory_id=correction.result_id).select_related("annotation").first()
-    )
+def verify(corrections: list[Correction]) -> None:
+    """Judge the corrected runs with their batch's verifier, in one batched judging, and
+    accept or reject each: mode step is accepted when the judge finds no critical error at or
+    after the branch step, mode rollout when it judges the run a success."""
+    version = runs.current_version(corrections[0].batch.verifier)
+    runs.judge(version.pk, [c.result_id for c in corrections])
+    judged = {
+        run.trajectory_id: run
+        for run in version.runs.filter(
+            trajectory_id__in=[c.result_id for c in corrections]
+        ).select_related("annotation")
+    }
+    for correction in corrections:
+        decide(correction, version.label, judged.get(correction.result_id))
+
+
+def decide(correction: Correction, judge: str, run: Any) -> None:
     if run is None or run.annotation is None:
         correction.reason = f"verification failed: {run.error if run else 'no run'}"
         correction.save(update_fields=["reason"])
@@ -301,14 +314,9 @@ def verify(correction: Correction) -> None:
         step = annotation.first_critical_step
         accepted = annotation.verdict == Annotation.Verdict.SUCCESS or step is None or step < k
     correction.status = Status.ACCEPTED if accepted else Status.REJECTED
-    where = (
-        ""
-        if annotation.first_critical_step is None
-        else f" (step {annotation.first_critical_step})"
-    )
-    correction.reason = f"{version.label}: {annotation.verdict}{where}. {annotation.rationale}"[
-        :2000
-    ]
+    step = annotation.first_critical_step
+    where = "" if step is None else f" (step {step})"
+    correction.reason = f"{judge}: {annotation.verdict}{where}. {annotation.rationale}"[:2000]
     correction.save(update_fields=["status", "reason"])
 
 
@@ -338,7 +346,11 @@ def finish_batch(batch_id: int) -> None:
 
 
 def progress(batch: CorrectionBatch) -> dict[str, int]:
-    counts = {s: 0 for s in Status.values}
-    for status in batch.corrections.values_list("status", flat=True):
-        counts[status] += 1
-    return {"total": batch.total, "skipped": len(batch.skipped), **counts}
+    counts = dict(
+        batch.corrections.values_list("status").annotate(n=Count("id")).values_list("status", "n")
+    )
+    return {
+        "total": batch.total,
+        "skipped": len(batch.skipped),
+        **{s: counts.get(s, 0) for s in Status.values},
+    }
