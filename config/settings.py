@@ -140,9 +140,17 @@ REST_FRAMEWORK = {
     },
 }
 # Failed logins from one address, or for one username, before the login page refuses (429)
-# for the rest of the window. Counted in the default (per-process locmem) cache.
+# for the rest of the window. Counted in the cache, like the API throttles.
 LOGIN_MAX_FAILURES = int(os.environ.get("LOGIN_MAX_FAILURES", 10))
 LOGIN_FAILURE_WINDOW_S = int(os.environ.get("LOGIN_FAILURE_WINDOW_S", 300))
+# Throttle and login-failure counters. The default cache is per process; with several web
+# processes (gunicorn workers) set CACHE_URL=redis://HOST:PORT/DB so they count together.
+CACHE_URL = os.environ.get("CACHE_URL", "")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    if CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 SPECTACULAR_SETTINGS = {
     "TITLE": "Trajectory curation studio API",
     "VERSION": "0.1.0",

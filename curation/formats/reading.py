@@ -94,9 +94,11 @@ def iter_stream(stream: IO[bytes], source: str) -> Iterator[RawItem]:
 def _iter_array(stream: IO[bytes], source: str) -> Iterator[RawItem]:
     count = 0  # items read so far: the broken one, if any, is the next
     try:
-        for obj in ijson.items(stream, "item", use_float=True):
+        for obj in ijson.items(_SurrogateGuard(stream), "item", use_float=True):
             yield RawItem(source, f"item {count}", obj)
             count += 1
+    except UnpairedSurrogate as exc:
+        yield RawItem(source, f"item {count}", error=f"reading stopped: {exc}")
     except (ijson.JSONError, UnicodeDecodeError) as exc:
         # An array cannot be resynchronised after broken JSON: the items before it still land.
         yield RawItem(source, f"item {count}", error=f"invalid JSON, reading stopped: {exc}")
@@ -161,6 +163,75 @@ def _document_error(text: bytes, exc: ValueError, source: str, first_line: int) 
         line = first_line + text.count(b"\n", 0, start)
         error = "invalid JSON: not valid UTF-8"
     return RawItem(source, f"line {line}", error=error)
+
+
+class UnpairedSurrogate(ValueError):
+    pass
+
+
+# A \uXXXX escape of a UTF-16 surrogate, after an even run of backslashes (an odd run makes
+# it literal text): a high one with its low partner (fine), or either one alone.
+_SURROGATE_ESCAPE = re.compile(
+    rb"(?<!\\)(?:\\\\)*\\u(?:[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    rb"|([dD][89a-fA-F][0-9a-fA-F]{2}))"
+)
+_SURROGATE_START = re.compile(rb"\\u[dD][89a-fA-F]")
+_ESCAPE_TAIL = 12  # bytes held back so that an escape pair is never split between reads
+
+
+class _SurrogateGuard:
+    """ijson's C backend reads an unpaired surrogate escape (`"\\ud83d"`) as "?" without a
+    word, so the bytes are checked on the way in: what comes before such an escape is passed
+    on, and the next read raises UnpairedSurrogate. Reading stops there, as it does at any
+    broken JSON in an array, with the items before it parsed."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.pending = b""  # read but not yet passed on
+        self.error = ""
+        self.done = False
+
+    def read(self, size: int = 65536) -> bytes:
+        if size == 0:  # ijson's probe for bytes or text
+            return b""
+        while not self.error:
+            cut = self._checked_up_to(size)
+            if cut or self.done or self.error:
+                break
+            self._fill(size)  # everything was held back: read on
+        else:
+            raise UnpairedSurrogate(self.error)
+        passed, self.pending = self.pending[:cut], self.pending[cut:]
+        if not passed and self.error:
+            raise UnpairedSurrogate(self.error)
+        return passed
+
+    def _fill(self, size: int) -> None:
+        chunk = self.stream.read(max(size, _ESCAPE_TAIL + 1))
+        self.done = not chunk
+        self.pending += chunk
+
+    def _checked_up_to(self, size: int) -> int:
+        """How much of `pending` can be passed on; sets `error` at an unpaired surrogate."""
+        while not self.done and len(self.pending) <= _ESCAPE_TAIL:
+            self._fill(size)
+        data = self.pending
+        cut = len(data) if self.done else len(data) - _ESCAPE_TAIL
+        while cut and data[cut - 1 : cut] == b"\\":
+            cut -= 1  # never cut after a backslash: the next look-behind must see it
+        if not _SURROGATE_START.search(data):  # the common case: no surrogate escapes at all
+            return cut
+        for match in _SURROGATE_ESCAPE.finditer(data):
+            if match.start() >= cut:
+                break
+            if match.group(1):
+                self.error = (
+                    f"an unpaired UTF-16 surrogate escape (\\u{match.group(1).decode()}) "
+                    "cannot be stored"
+                )
+                return match.start()
+            cut = max(cut, match.end())  # a pair is passed on whole
+        return cut
 
 
 class _ReadAdapter(io.RawIOBase):

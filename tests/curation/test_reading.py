@@ -6,9 +6,27 @@ import gzip
 import io
 import json
 
+import pytest
+
 from curation.formats.reading import decompressed, expand_paths, iter_stream
 
 RECORD = {"steps": [{"role": "user", "content": "hi"}]}
+
+
+class Trickle(io.RawIOBase):
+    """A stream handing out `size` bytes per read, so escapes fall across every boundary."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self.data, self.size, self.at = data, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        chunk = self.data[self.at : self.at + min(len(buffer), self.size)]
+        buffer[: len(chunk)] = chunk
+        self.at += len(chunk)
+        return len(chunk)
 
 
 def items_of(data: bytes, source: str = "runs.jsonl") -> list:
@@ -59,10 +77,10 @@ def test_it_reads_gzipped_files(tmp_path):
 def test_it_reads_streams_that_only_have_read():
     class Upload:
         def __init__(self, data: bytes) -> None:
-            self.data = io.BytesIO(data)
+            self.data = Trickle(data, 7)  # short reads, like a network stream
 
         def read(self, size: int = -1) -> bytes:
-            return self.data.read(min(size, 7))  # short reads, like a network stream
+            return self.data.read(size)
 
     data = json.dumps([{"n": n} for n in range(50)]).encode()
     items = list(iter_stream(Upload(data), "upload"))
@@ -126,6 +144,28 @@ def test_a_truncated_array_keeps_the_items_before():
     items = items_of(b'[{"n": 0}, {"n": 1}, {"n": 2', "runs.json")
     assert [i.obj for i in items if not i.error] == [{"n": 0}, {"n": 1}]
     assert items[-1].location == "item 2" and items[-1].error
+
+
+TRICKY_TEXT = ["pair \U0001f600", "\\ud83d literal", "a\\\\\u00e9", "\\" * 7, "x\\y"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 7, 13, 4096])
+def test_escapes_in_an_array_survive_any_read_boundary(size: int) -> None:
+    records = [{"text": TRICKY_TEXT[n % 5] * (n + 1)} for n in range(25)]
+    data = json.dumps(records).encode()  # ASCII: the emoji as a surrogate pair escape
+    items = list(iter_stream(Trickle(data, size), "runs.json"))
+    assert [item.obj for item in items] == records
+
+
+@pytest.mark.parametrize("escape", ["\\ud83d", "\\udc00", "\\ud83d\\u0041"])
+@pytest.mark.parametrize("size", [1, 3, 4096])
+def test_an_unpaired_surrogate_escape_stops_an_array_where_it_is(escape: str, size: int) -> None:
+    data = f'[{{"n": 0}}, {{"text": "half {escape} here"}}, {{"n": 2}}]'.encode()
+    items = list(iter_stream(Trickle(data, size), "runs.json"))
+    assert [item.obj for item in items[:1]] == [{"n": 0}]
+    assert items[1].location == "item 1"
+    assert "unpaired UTF-16 surrogate escape" in items[1].error
+    assert len(items) == 2
 
 
 def test_expand_paths_walks_folders_in_natural_order_and_lists_missing_paths(tmp_path):
