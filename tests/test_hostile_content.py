@@ -159,6 +159,40 @@ def test_the_corpus_through_the_api(project: Project) -> None:
     assert len(records) == STORED
 
 
+TEN_MB = 10 * 1024 * 1024
+
+
+def test_a_10_mb_step_is_refused_by_default_and_lands_whole_under_a_raised_limit(
+    project: Project, viewer: Client, settings
+) -> None:
+    content = hostile.SCRIPT + hostile.IMG_ONERROR + "x" * TEN_MB + hostile.SCRIPT
+    body = json.dumps(
+        {
+            "id": "ten-mb",
+            "steps": [{"role": "user", "content": "go"}, {"role": "tool", "content": content}],
+        }
+    ).encode()
+    user = User.objects.get(username="ann")
+    client = APIClient()
+    client.force_authenticate(user)
+
+    def post() -> dict:
+        return client.post(
+            f"/api/projects/{project.slug}/import/", data=body, content_type="application/x-ndjson"
+        ).json()
+
+    refused = post()
+    assert refused["created"] == 0 and "IMPORT_MAX_STEP_CHARS" in refused["errors"][0]["error"]
+    assert not Step.objects.exists()
+
+    settings.IMPORT_MAX_STEP_CHARS = 2 * TEN_MB
+    assert post()["created"] == 1
+    assert Step.objects.get(index=1).content == content
+    page = viewer.get(f"/t/{Trajectory.objects.get().pk}/")
+    assert page.status_code == 200 and len(page.content) > TEN_MB
+    assert_inert(page.content.decode())
+
+
 def assert_delimited(payload: dict) -> None:
     """Every trajectory text of the payload sits inside the nonce-fenced block, which parses
     back as one JSON object per step, and no fake marker matches the real nonce."""

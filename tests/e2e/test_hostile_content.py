@@ -54,15 +54,30 @@ def test_hostile_content_is_shown_as_text_and_runs_nothing(page, live_server) ->
     assert page.page.locator("main script, main img, main svg").count() == 0
 
 
-@pytest.mark.parametrize("name", ["markup", "broken-html", "nested-arguments", "injection"])
+@pytest.mark.parametrize(
+    "name", ["markup", "broken-html", "nested-arguments", "injection", "big-step"]
+)
 @pytest.mark.django_db(transaction=True)
 def test_corpus_trajectories_run_nothing_and_leave_the_page_usable(
     page, live_server, name: str
 ) -> None:
+    assert_usable(page, live_server, hostile.STORABLE[name])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_10_mb_step_leaves_the_page_usable(page, live_server, settings) -> None:
+    settings.IMPORT_MAX_STEP_CHARS = 11 * 1024 * 1024
+    content = hostile.SCRIPT + "x" * (10 * 1024 * 1024) + hostile.SCRIPT
+    steps = [{"role": "user", "content": "go"}, {"role": "tool", "content": content}]
+    assert_usable(page, live_server, {"id": "ten-mb", "steps": steps})
+
+
+def assert_usable(page, live_server, record: dict) -> None:
+    """The record's list and review pages show, fully scrolled and unfolded, with no script
+    run, no dialog and no request leaving."""
     project = Project.objects.create(slug="hostile", name="Hostile")
     user = User.objects.create_user("ann", password="pw")
     Membership.objects.create(project=project, user=user, role="annotator")
-    record = hostile.STORABLE[name]
     import_items(project, [RawItem("corpus", "item 0", record)])
     trajectory = Trajectory.objects.get()
 
