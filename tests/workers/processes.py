@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -58,3 +59,10 @@ def wait_until(condition: Callable[[], bool], seconds: float, what: str) -> None
             return
         time.sleep(0.2)
     raise AssertionError(f"{what} not reached in {seconds}s")
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now, for a server a test starts."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -5,65 +5,20 @@ finish afterwards on a real worker, each exactly once. Fresh work is left alone.
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
-from django.core.files.base import ContentFile
 
-from annotate import effective
 from annotate.models import Annotation
 from config.celery import app as celery_app
-from curation.exports.runner import check_request, create_export, enqueue_export
-from curation.jobs import enqueue_import
 from curation.models import DatasetExport, ImportJob, Project, Trajectory
 from tests.annotate.helpers import make_trajectory
 from tests.workers.judge_server import completion, judge_server
-from workers.corrections import runner
+from tests.workers.processes import wait_until
+from tests.workers.work_requests import STEPS, request_everything
 from workers.judging import runs
-from workers.models import Correction, JudgeConfig, JudgeRun, TeacherConfig
+from workers.models import Correction, JudgeConfig, JudgeRun
 from workers.reconcile import reconcile
-
-STEPS = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "wrong"}]
-LINES = "\n".join(
-    json.dumps({"id": f"new-{n}", "task": {"id": "t"}, "steps": STEPS}) for n in range(3)
-).encode()
-
-
-def wait_until(condition, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError("not finished in time")
-
-
-def request_everything(project: Project, base_url: str) -> dict:
-    for _ in range(4):
-        trajectory = make_trajectory(project, STEPS, success=False)
-        Annotation.objects.create(
-            trajectory=trajectory,
-            source="gold",
-            source_name="g",
-            verdict="failure",
-            first_critical_step=1,
-        )
-    effective.refresh(project.trajectories.values_list("pk", flat=True))
-    judged = runs.start_batch(
-        JudgeConfig.objects.get(project=project, name="heuristic"), project.trajectories.all()
-    )
-    teacher = TeacherConfig.objects.create(
-        project=project, name="t", backend="openai", model="m", options={"base_url": base_url}
-    )
-    corrected = runner.start_batch(teacher, project.trajectories.all())
-    job = ImportJob.objects.create(
-        project=project, upload=ContentFile(LINES, name="new.jsonl"), original_name="new.jsonl"
-    )
-    enqueue_import(job)
-    export = create_export(project, check_request(project, "rl_prefix", "jsonl", {}), "jsonl", None)
-    enqueue_export(export)
-    return {"judged": judged, "corrected": corrected, "job": job, "export": export}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -85,11 +40,17 @@ def test_work_whose_messages_were_lost_is_sent_again_and_done_once(settings) -> 
             shutdown_timeout=30,
         ):
             judged = JudgeRun.objects.filter(batch=asked["judged"], status="done")
-            wait_until(lambda: judged.count() == 4)
+            wait_until(lambda: judged.count() == 4, 60, "judge runs done")
             corrected = Correction.objects.filter(batch=asked["corrected"], status="generated")
-            wait_until(lambda: corrected.count() == 4)
-            wait_until(lambda: ImportJob.objects.get(pk=asked["job"].pk).status == "done")
-            wait_until(lambda: DatasetExport.objects.get(pk=asked["export"].pk).status == "done")
+            wait_until(lambda: corrected.count() == 4, 60, "corrections made")
+            wait_until(
+                lambda: ImportJob.objects.get(pk=asked["job"].pk).status == "done", 60, "import"
+            )
+            wait_until(
+                lambda: DatasetExport.objects.get(pk=asked["export"].pk).status == "done",
+                60,
+                "export",
+            )
 
     assert Trajectory.objects.filter(project=project, agent_role="correction").count() == 4
     assert Trajectory.objects.filter(project=project, external_id__startswith="new-").count() == 3
