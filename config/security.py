@@ -7,6 +7,7 @@ static files only, so hostile trajectory text that slipped past escaping still c
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -45,27 +46,43 @@ class UserApiThrottle(UserRateThrottle):
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
 
 
-class ThrottledLoginView(LoginView):
-    """The login page, refusing further tries (429) after LOGIN_MAX_FAILURES failed ones from
-    one address or for one username within LOGIN_FAILURE_WINDOW_S seconds."""
+class LoginFailures:
+    """Failed logins from one address and for one username, counted in the cache for
+    LOGIN_FAILURE_WINDOW_S seconds: past LOGIN_MAX_FAILURES of either, tries are refused."""
 
-    def _keys(self) -> list[str]:
-        username = str(self.request.POST.get("username", "")).strip().lower()
-        address = self.request.META.get("REMOTE_ADDR", "")
-        return [f"login-failures:ip:{address}", f"login-failures:user:{username}"]
+    def __init__(self, request: HttpRequest, username: Any) -> None:
+        address = request.META.get("REMOTE_ADDR", "")
+        # Hashed: a username is any text, and a cache key must be short and plain.
+        name = hashlib.sha256(str(username or "").strip().lower().encode()).hexdigest()
+        self.keys = [f"login-failures:ip:{address}", f"login-failures:user:{name}"]
 
-    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def refusal(self) -> str:
+        """Why a try is refused now, or "" when it may go ahead."""
         limit = settings.LOGIN_MAX_FAILURES
-        if any(cache.get(key, 0) >= limit for key in self._keys()):
-            refused = (
+        if any(cache.get(key, 0) >= limit for key in self.keys):
+            return (
                 f"Too many failed logins ({limit} within {settings.LOGIN_FAILURE_WINDOW_S} "
                 "seconds, LOGIN_MAX_FAILURES): wait and try again."
             )
+        return ""
+
+    def add(self) -> None:
+        for key in self.keys:
+            cache.add(key, 0, timeout=settings.LOGIN_FAILURE_WINDOW_S)
+            cache.incr(key)
+
+
+class ThrottledLoginView(LoginView):
+    """The login page, refusing further tries (429) after too many failed ones."""
+
+    def failures(self) -> LoginFailures:
+        return LoginFailures(self.request, self.request.POST.get("username"))
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if refused := self.failures().refusal():
             return self.render_to_response(self.get_context_data(refused=refused), status=429)
         return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
-        for key in self._keys():
-            cache.add(key, 0, timeout=settings.LOGIN_FAILURE_WINDOW_S)
-            cache.incr(key)
+        self.failures().add()
         return super().form_invalid(form)

@@ -78,3 +78,18 @@ def test_successful_logins_do_not_count(settings) -> None:
     User.objects.create_user("ada", password="right horse battery")
     for _ in range(4):
         assert log_in(Client(), "ada", "right horse battery").status_code == 302
+
+
+def test_the_token_endpoint_counts_failures_with_the_login_page(settings) -> None:
+    settings.LOGIN_MAX_FAILURES = 2
+    User.objects.create_user("ada", password="right horse battery")
+    client = Client()
+    wrong = {"username": "ada", "password": "wrong"}
+    assert log_in(client, "ada", "wrong").status_code == 200  # one on the login page
+    assert client.post("/api/token/", wrong).status_code == 400  # and one here
+
+    refused = client.post("/api/token/", {"username": "ada", "password": "right horse battery"})
+    assert refused.status_code == 429
+    assert "LOGIN_MAX_FAILURES" in refused.json()["detail"]
+    assert int(refused["Retry-After"]) > 0
+    assert log_in(client, "ada", "right horse battery").status_code == 429

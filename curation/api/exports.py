@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from curation.api.errors import errors
 from curation.exports.permissions import can_export
 from curation.exports.runner import check_request, create_export, enqueue_export, export_storage
 from curation.exports.spec import FORMATS, KINDS, FilterError
@@ -31,7 +32,8 @@ class ExportRequestSerializer(serializers.Serializer):
 
 class DatasetExportSerializer(serializers.ModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    created_by = serializers.StringRelatedField()
+    # None for an export started from the command line (export_dataset).
+    created_by = serializers.StringRelatedField(allow_null=True)
     progress = serializers.FloatField(read_only=True)
     url = serializers.HyperlinkedIdentityField(view_name="api-export-detail")
     files = serializers.SerializerMethodField()
@@ -89,6 +91,7 @@ def _member_export(request: Request, pk: int) -> DatasetExport:
     return export
 
 
+@extend_schema(responses={200: DatasetExportSerializer, **errors(401, 403, 404, 429)})
 class ProjectExports(generics.ListCreateAPIView):
     """The exports of a project in id order; POST starts one: 202 with its URL."""
 
@@ -103,7 +106,10 @@ class ProjectExports(generics.ListCreateAPIView):
     def get_queryset(self) -> QuerySet[DatasetExport]:
         return self.project().exports.select_related("project", "created_by")
 
-    @extend_schema(request=ExportRequestSerializer, responses={202: DatasetExportSerializer})
+    @extend_schema(
+        request=ExportRequestSerializer,
+        responses={202: DatasetExportSerializer, **errors(400, 401, 403, 404, 415, 429)},
+    )
     def post(self, request: Request, slug: str) -> Response:
         project = self.project()
         body = ExportRequestSerializer(data=request.data)
@@ -119,6 +125,7 @@ class ProjectExports(generics.ListCreateAPIView):
         return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": data["url"]})
 
 
+@extend_schema(responses={200: DatasetExportSerializer, **errors(401, 403, 404, 429)})
 class ExportDetail(generics.RetrieveAPIView):
     """Status, progress and, once done, counts, manifest and file URLs of an export."""
 
@@ -131,11 +138,17 @@ class ExportDetail(generics.RetrieveAPIView):
 class ExportFile(APIView):
     """One file of a finished export (data file, README.md or manifest.json)."""
 
-    @extend_schema(responses={(200, "application/octet-stream"): bytes})
+    @extend_schema(
+        responses={(200, "application/octet-stream"): bytes, **errors(401, 403, 404, 429)}
+    )
     def get(self, request: Request, pk: int, name: str) -> FileResponse:
         export = _member_export(request, pk)
         stored = next((f for f in export.files if f["name"] == name), None)
         if export.status != DatasetExport.Status.DONE or stored is None:
             raise Http404("No such file in this export.")
         stream = export_storage().open(stored["path"], "rb")
-        return FileResponse(stream, as_attachment=True, filename=name)
+        # Always a download, of one type: guessing it from the name would depend on the
+        # machine's mime.types (README.md, manifest.json) and leave .jsonl or .parquet unknown.
+        return FileResponse(
+            stream, as_attachment=True, filename=name, content_type="application/octet-stream"
+        )

@@ -1,13 +1,12 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.authtoken.views import obtain_auth_token
 
 from curation.api import views
 from curation.api.exports import ExportDetail, ExportFile, ProjectExports
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("token/", obtain_auth_token, name="api-token"),
+    path("token/", views.ObtainToken.as_view(), name="api-token"),
     path("projects/", views.ProjectList.as_view(), name="api-project-list"),
     path("projects/<slug:slug>/", views.ProjectDetail.as_view(), name="api-project-detail"),
     path("projects/<slug:slug>/import/", views.ProjectImport.as_view(), name="api-project-import"),

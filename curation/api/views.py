@@ -12,12 +12,15 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
+from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.security import LoginFailures
+from curation.api.errors import errors
 from curation.api.serializers import (
     ImportJobSerializer,
     ImportSummarySerializer,
@@ -37,6 +40,42 @@ from curation.permissions import can_import, visible_projects
 BOOLEAN_PARAMS = {"true": True, "1": True, "false": False, "0": False}
 
 
+def query_param(request: Request, name: str) -> str | None:
+    """A query parameter; 400 if it holds a NUL character, which PostgreSQL refuses in any
+    text, so a lookup on it (or storing it) would raise."""
+    value = request.query_params.get(name)
+    if value is not None and "\x00" in value:
+        raise ValidationError({name: "Null characters are not allowed."})
+    return value
+
+
+@extend_schema(
+    auth=[],
+    responses={
+        200: inline_serializer("Token", {"token": serializers.CharField()}),
+        **errors(400, 401, 415, 429),
+    },
+)
+class ObtainToken(ObtainAuthToken):
+    """The caller's API token, made on first asking, for a username and password (400 when
+    they do not match; 401 only for a request that also sends an unknown token). Failed tries
+    count with the login page's: past LOGIN_MAX_FAILURES, 429."""
+
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        data = request.data
+        username = data.get("username") if isinstance(data, dict) else None  # QueryDict too
+        failures = LoginFailures(request._request, username)
+        if refused := failures.refusal():
+            retry = str(settings.LOGIN_FAILURE_WINDOW_S)
+            return Response({"detail": refused}, status=429, headers={"Retry-After": retry})
+        try:
+            return super().post(request, *args, **kwargs)
+        except ValidationError:
+            failures.add()
+            raise
+
+
+@extend_schema(responses={200: ProjectSerializer, **errors(401, 404, 429)})
 class ProjectList(generics.ListAPIView):
     serializer_class = ProjectSerializer
 
@@ -44,6 +83,7 @@ class ProjectList(generics.ListAPIView):
         return visible_projects(self.request.user)
 
 
+@extend_schema(responses={200: ProjectSerializer, **errors(401, 404, 429)})
 class ProjectDetail(generics.RetrieveAPIView):
     serializer_class = ProjectSerializer
     lookup_field = "slug"
@@ -55,22 +95,29 @@ class ProjectDetail(generics.RetrieveAPIView):
 def _filter_project(queryset: QuerySet, request: Request) -> QuerySet:
     """Rows of the projects the user may see; `?project=` narrows to one (404 if not visible)."""
     projects = visible_projects(request.user)
-    if slug := request.query_params.get("project"):
+    if slug := query_param(request, "project"):
         return queryset.filter(project=get_object_or_404(projects, slug=slug))
     return queryset.filter(project__in=projects)
 
 
-@extend_schema(parameters=[OpenApiParameter("project", str, description="project slug")])
+@extend_schema(
+    parameters=[
+        OpenApiParameter("project", str, description="project slug"),
+        OpenApiParameter("external_id", str, description="the task's id in its source"),
+    ],
+    responses={200: TaskSerializer, **errors(400, 401, 404, 429)},
+)
 class TaskList(generics.ListAPIView):
     serializer_class = TaskSerializer
 
     def get_queryset(self) -> QuerySet[Task]:
         queryset = _filter_project(Task.objects.select_related("project"), self.request)
-        if external_id := self.request.query_params.get("external_id"):
+        if external_id := query_param(self.request, "external_id"):
             queryset = queryset.filter(external_id=external_id)
         return queryset
 
 
+@extend_schema(responses={200: TaskSerializer, **errors(401, 404, 429)})
 class TaskDetail(generics.RetrieveAPIView):
     serializer_class = TaskSerializer
 
@@ -94,26 +141,27 @@ TRAJECTORY_FILTERS = {
         OpenApiParameter("agent_role", str, enum=list(AGENT_ROLES)),
         OpenApiParameter("source_format", str, enum=sorted(FORMATS)),
         OpenApiParameter("success", bool, description="the run's own outcome"),
-    ]
+    ],
+    responses={200: TrajectorySerializer, **errors(400, 401, 404, 429)},
 )
 class TrajectoryList(generics.ListAPIView):
     serializer_class = TrajectorySerializer
 
     def get_queryset(self) -> QuerySet[Trajectory]:
-        params = self.request.query_params
         queryset = _filter_project(
             Trajectory.objects.select_related("project", "task"), self.request
         )
         for param, lookup in TRAJECTORY_FILTERS.items():
-            if value := params.get(param):
+            if value := query_param(self.request, param):
                 queryset = queryset.filter(**{lookup: value})
-        if (success := params.get("success")) is not None:
+        if (success := query_param(self.request, "success")) is not None:
             if success.lower() not in BOOLEAN_PARAMS:
                 raise ValidationError({"success": "expected true or false"})
             queryset = queryset.filter(success=BOOLEAN_PARAMS[success.lower()])
         return queryset
 
 
+@extend_schema(responses={200: TrajectoryDetailSerializer, **errors(401, 404, 429)})
 class TrajectoryDetail(generics.RetrieveAPIView):
     serializer_class = TrajectoryDetailSerializer
 
@@ -200,6 +248,7 @@ class ProjectImport(APIView):
             202: ImportJobSerializer,
             413: TOO_LARGE_SCHEMA,
             422: ImportSummarySerializer,
+            **errors(400, 401, 403, 404, 429),
         },
         parameters=[
             OpenApiParameter("format", str, enum=sorted(FORMATS)),
@@ -212,11 +261,11 @@ class ProjectImport(APIView):
         project = get_object_or_404(visible_projects(request.user), slug=slug)
         if not can_import(request.user, project):
             raise PermissionDenied("Importing needs the admin or researcher role in this project.")
-        params = request.query_params
-        format_name = params.get("format") or None
+        format_name = query_param(request, "format") or None
         if format_name and format_name not in FORMATS:
             raise ValidationError({"format": f"unknown format; choose from {sorted(FORMATS)}"})
-        agent_role = params.get("agent_role", "")
+        agent_role = query_param(request, "agent_role") or ""
+        agent_model = query_param(request, "agent_model") or ""
         if agent_role and agent_role not in AGENT_ROLES[:2]:
             raise ValidationError({"agent_role": "expected teacher or student"})
 
@@ -230,14 +279,15 @@ class ProjectImport(APIView):
                 limit,
             )
 
-        if request.content_type.startswith("multipart/form-data"):
+        multipart = request.content_type.startswith("multipart/form-data")
+        if multipart:
             upload = request._request.FILES.get("file")
             if upload is None:
                 raise ValidationError({"file": "send the records in a form field named 'file'"})
             stream, source = _Capped(upload, limit), upload.name
         else:
             stream, source = _Capped(request._request, limit), "request body"
-        if params.get("async") in ("1", "true"):
+        if query_param(request, "async") in ("1", "true"):
             with tempfile.TemporaryFile(dir=settings.FILE_UPLOAD_TEMP_DIR) as spool:
                 try:
                     shutil.copyfileobj(stream, spool)  # the whole body, counted, before storing
@@ -248,6 +298,17 @@ class ProjectImport(APIView):
                         "records in smaller requests.",
                         limit,
                     )
+                if length is not None and stream.count < length and not multipart:
+                    # The client (or a proxy) went away mid-body: a short read ends the copy
+                    # like an end of file, and a job of half the records would look complete.
+                    return Response(
+                        {
+                            "detail": f"The request body ended after {stream.count} of the "
+                            f"{length} bytes its Content-Length announced. Nothing was "
+                            "stored: send it again."
+                        },
+                        status=status.HTTP_400_BAD_REQUEST,
+                    )
                 spool.seek(0)
                 job = ImportJob.objects.create(
                     project=project,
@@ -255,7 +316,7 @@ class ProjectImport(APIView):
                     upload=File(spool, name=source if source != "request body" else "body.jsonl"),
                     original_name=source,
                     format_name=format_name or "",
-                    agent_model=params.get("agent_model", ""),
+                    agent_model=agent_model,
                     agent_role=agent_role,
                 )
             enqueue_import(job)
@@ -267,7 +328,7 @@ class ProjectImport(APIView):
                 project,
                 iter_stream(stream, source),
                 format_name=format_name,
-                overrides=Overrides(params.get("agent_model", ""), agent_role),
+                overrides=Overrides(agent_model, agent_role),
                 summary=summary,
             )
         except BodyTooLarge:
@@ -296,6 +357,7 @@ def _too_large(detail: str, limit: int, summary: dict | None = None) -> Response
     return Response(data, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
 
 
+@extend_schema(responses={200: ImportJobSerializer, **errors(401, 404, 429)})
 class ImportJobDetail(generics.RetrieveAPIView):
     """Status, progress and, once done, the summary of a queued import."""
 

@@ -105,7 +105,14 @@ def _strings(field: str, value: Any) -> tuple[str, ...]:
         value = [v.strip() for v in value.split(",")]
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
         raise FilterError(field, "expected a list of strings")
-    return tuple(sorted({v for v in value if v}))
+    return tuple(sorted({_no_nul(field, v) for v in value if v}))
+
+
+def _no_nul(field: str, value: str) -> str:
+    """PostgreSQL stores no NUL character in text or JSON, where filters are looked up and kept."""
+    if "\x00" in value:
+        raise FilterError(field, "NUL characters are not allowed")
+    return value
 
 
 def _choices(options: tuple[str, ...]) -> Callable[[str, Any], tuple[str, ...]]:
@@ -161,7 +168,7 @@ def _fraction(field: str, value: Any) -> float:
 def _string(field: str, value: Any) -> str:
     if not isinstance(value, str):
         raise FilterError(field, "expected a string")
-    return value.strip()
+    return _no_nul(field, value.strip())
 
 
 PARSERS: dict[str, Callable[[str, Any], Any]] = {

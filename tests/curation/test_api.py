@@ -227,3 +227,11 @@ def test_it_hands_out_tokens_and_serves_the_openapi_schema(researcher: User) -> 
     schema = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json")
     assert schema.status_code == 200
     assert "/api/projects/{slug}/import/" in schema.json()["paths"]
+
+
+def test_a_token_with_a_nul_character_is_unknown(project: Project) -> None:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token abc\x00def")
+    response = client.get("/api/projects/")
+    assert response.status_code == 401
+    assert response.json()["detail"] == "Invalid token."

@@ -29,6 +29,8 @@ BAD = [
     ("sft", {"pairs": ["outcome"]}, "pairs", "preference exports only"),
     ("stepwise", {"colour": "red"}, "colour", "unknown filter"),
     ("rl_prefix", {"limit": 0}, "limit", "1 or more"),
+    ("sft", {"tasks": ["t1\x00"]}, "tasks", "NUL characters are not allowed"),
+    ("sft", {"split_seed": "a\x00"}, "split_seed", "NUL characters are not allowed"),
 ]
 COMMAND_BAD = [  # (kind, options, words of the error)
     ("sft", ["--verdict=failure"], "verdicts: sft exports use success runs only"),
