@@ -120,8 +120,8 @@ def correction_start(request: HttpRequest, slug: str) -> HttpResponse:
             )
             return redirect("correction-batch", pk=batch.pk)
     single = None
-    if form["trajectory"].value():
-        single = Trajectory.objects.filter(project=project, pk=form["trajectory"].value()).first()
+    if str(chosen := form["trajectory"].value() or "").isdecimal():  # from the query string
+        single = Trajectory.objects.filter(project=project, pk=int(chosen)).first()
     context = {"project": project, "form": form, "single": single}
     return render(request, "workers/correction_start.html", context)
 
