@@ -122,12 +122,13 @@ def test_the_recovery_report_counts_by_teacher_category_and_original_model(proje
         trajectory=second, source="gold", source_name="g", verdict="failure", first_critical_step=2
     )
     effective.refresh([second.pk])
-    verdicts = iter([("success", None), ("failure", 2)])
+    # Both verifications (sent at once, in any order) find an error at step 2: before the
+    # first run's branch at step 4 (the copied prefix: accepted), at the second's (rejected).
+    verdict, step = "failure", 2
 
     def answer(body: dict):
         if "Write the next assistant turn" in body["messages"][0]["content"]:
             return completion(json.dumps(ASK_FIRST))
-        verdict, step = next(verdicts)
         return completion(
             json.dumps(
                 {
