@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from annotate import effective
+from annotate.models import Annotation
 from curation.models import Membership, Project, Step, Task, Trajectory
 
 
@@ -40,3 +41,17 @@ def make_trajectory(project: Project, steps: list[dict], **fields) -> Trajectory
     )
     effective.refresh([trajectory.pk])
     return trajectory
+
+
+def label_failure(trajectory: Trajectory, first_critical_step: int, **fields) -> Annotation:
+    """A gold label saying the run failed at this step, and the effective label it makes."""
+    annotation = Annotation.objects.create(
+        trajectory=trajectory,
+        source="gold",
+        source_name="g",
+        verdict="failure",
+        first_critical_step=first_critical_step,
+        **fields,
+    )
+    effective.refresh([trajectory.pk])
+    return annotation

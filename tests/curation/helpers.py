@@ -45,3 +45,17 @@ def run_import(*paths: Path | str, **options) -> tuple[int, dict]:
     except SystemExit as exc:
         code = exc.code
     return code, json.loads(out.getvalue())
+
+
+def write_runs(path: Path, runs: int) -> bytes:
+    """JSON Lines of `runs` canonical runs of 21 steps (about 5 kB each), for the tests that
+    kill an import part way; the file's bytes."""
+    with path.open("w") as out:
+        for n in range(runs):
+            steps = [{"role": "user", "content": f"question {n}"}] + [
+                {"role": "assistant", "content": f"answer {n}.{i} " + "x" * 200} for i in range(20)
+            ]
+            out.write(
+                json.dumps({"id": f"run-{n}", "task": {"id": f"t{n % 50}"}, "steps": steps}) + "\n"
+            )
+    return path.read_bytes()

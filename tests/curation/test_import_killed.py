@@ -4,7 +4,6 @@ PostgreSQL: `manage.py import_trajectories` in a child process, killed once batc
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 from django.db.models import Count, F
 
 from curation.models import Project, Trajectory
-from tests.curation.helpers import run_import
+from tests.curation.helpers import run_import, write_runs
 from tests.workers.processes import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,14 +26,7 @@ RUNS = 3000
 @pytest.mark.django_db(transaction=True)
 def test_a_killed_import_leaves_nothing_half_written_and_resumes(tmp_path) -> None:
     path = tmp_path / "runs.jsonl"
-    with path.open("w") as out:
-        for n in range(RUNS):
-            steps = [{"role": "user", "content": f"question {n}"}] + [
-                {"role": "assistant", "content": f"answer {n}.{i} " + "x" * 200} for i in range(20)
-            ]
-            out.write(
-                json.dumps({"id": f"run-{n}", "task": {"id": f"t{n % 50}"}, "steps": steps}) + "\n"
-            )
+    write_runs(path, RUNS)
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),

@@ -13,7 +13,9 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -24,6 +26,7 @@ from rest_framework.authtoken.models import Token
 
 from curation.jobs import run_import_job
 from curation.models import ImportJob, Membership, Project, Trajectory
+from tests.curation.helpers import write_runs
 from tests.workers.processes import ROOT, database_url, free_port, wait_until
 
 RUNS = 2000
@@ -91,22 +94,26 @@ class WebProcess:
         return total
 
 
-def write_runs(path: Path) -> bytes:
-    with path.open("w") as out:
-        for n in range(RUNS):
-            steps = [{"role": "user", "content": f"question {n}"}] + [
-                {"role": "assistant", "content": f"answer {n}.{i} " + "x" * 200} for i in range(20)
-            ]
-            out.write(
-                json.dumps({"id": f"run-{n}", "task": {"id": f"t{n % 50}"}, "steps": steps}) + "\n"
-            )
-    return path.read_bytes()
+@pytest.fixture
+def body(tmp_path: Path) -> bytes:
+    return write_runs(tmp_path / "runs.jsonl", RUNS)
 
 
-def researcher_token(project: Project) -> str:
+@pytest.fixture
+def token() -> str:
+    """A researcher's API token for the project `web`."""
+    project = Project.objects.create(slug="web", name="Web")
     user = User.objects.create_user("researcher", password="pw-123456789")
     Membership.objects.create(project=project, user=user, role=Membership.Role.RESEARCHER)
     return Token.objects.create(user=user).key
+
+
+@pytest.fixture
+def web(tmp_path: Path) -> Iterator[WebProcess]:
+    web = WebProcess(tmp_path)
+    web.start()
+    yield web
+    web.kill()
 
 
 def open_import(
@@ -119,6 +126,14 @@ def open_import(
     client.putheader("Content-Type", "application/x-ndjson")
     client.putheader("Content-Length", str(length))
     client.endheaders()
+    return client
+
+
+def send_half_of_a_queued_import(web: WebProcess, token: str, body: bytes) -> Any:
+    """The connection, once the server has started storing the half of `body` it was sent."""
+    client = open_import(web, token, len(body), "?async=1")
+    client.send(body[: len(body) // 2])
+    wait_until(lambda: web.spooled_bytes() > 0, 60, "the body being stored")
     return client
 
 
@@ -148,37 +163,31 @@ def assert_whole(landed: QuerySet[Trajectory]) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_killing_the_web_process_mid_import_leaves_nothing_half_written(tmp_path) -> None:
-    body = write_runs(tmp_path / "runs.jsonl")
-    project = Project.objects.create(slug="web", name="Web")
-    token = researcher_token(project)
-    landed = Trajectory.objects.filter(project=project)
-    web = WebProcess(tmp_path)
+def test_killing_the_web_process_mid_import_leaves_nothing_half_written(
+    web: WebProcess, token: str, body: bytes
+) -> None:
+    landed = Trajectory.objects.filter(project__slug="web")
+    cut_off: list[BaseException] = []
+
+    def post_all() -> None:
+        try:
+            post_import(web, token, body)
+        except (OSError, http.client.HTTPException) as exc:
+            cut_off.append(exc)
+
+    poster = threading.Thread(target=post_all)
+    poster.start()
+    wait_until(lambda: landed.count() >= 3 * BATCH, 60, "three batches landed")
+    web.kill()
+    poster.join(timeout=30)
+    assert cut_off, "the import finished before the web process was killed"
+
+    wait_until(others_gone, 30, "the killed process's database session ended")
+    assert 3 * BATCH <= landed.count() < RUNS
+    assert_whole(landed)
+
     web.start()
-    try:
-        cut_off: list[BaseException] = []
-
-        def post_all() -> None:
-            try:
-                post_import(web, token, body)
-            except (OSError, http.client.HTTPException) as exc:
-                cut_off.append(exc)
-
-        poster = threading.Thread(target=post_all)
-        poster.start()
-        wait_until(lambda: landed.count() >= 3 * BATCH, 60, "three batches landed")
-        web.kill()
-        poster.join(timeout=30)
-        assert cut_off, "the import finished before the web process was killed"
-
-        wait_until(others_gone, 30, "the killed process's database session ended")
-        assert 3 * BATCH <= landed.count() < RUNS
-        assert_whole(landed)
-
-        web.start()
-        status, summary = post_import(web, token, body)
-    finally:
-        web.kill()
+    status, summary = post_import(web, token, body)
     assert status == 200, summary
     assert summary["created"] + summary["duplicates"] == RUNS
     assert summary["duplicates"] >= 3 * BATCH
@@ -188,27 +197,19 @@ def test_killing_the_web_process_mid_import_leaves_nothing_half_written(tmp_path
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_killing_the_web_process_while_storing_a_queued_import_leaves_no_job(tmp_path) -> None:
-    body = write_runs(tmp_path / "runs.jsonl")
-    project = Project.objects.create(slug="web", name="Web")
-    token = researcher_token(project)
-    web = WebProcess(tmp_path)
+def test_killing_the_web_process_while_storing_a_queued_import_leaves_no_job(
+    web: WebProcess, token: str, body: bytes
+) -> None:
+    client = send_half_of_a_queued_import(web, token, body)
+    web.kill()
+    client.close()
+
+    wait_until(others_gone, 30, "the killed process's database session ended")
+    assert not ImportJob.objects.exists()
+    assert not (settings.MEDIA_ROOT / "imports").exists()
+
     web.start()
-    try:
-        client = open_import(web, token, len(body), "?async=1")
-        client.send(body[: len(body) // 2])
-        wait_until(lambda: web.spooled_bytes() > 0, 60, "the body being stored")
-        web.kill()
-        client.close()
-
-        wait_until(others_gone, 30, "the killed process's database session ended")
-        assert not ImportJob.objects.exists()
-        assert not (settings.MEDIA_ROOT / "imports").exists()
-
-        web.start()
-        status, data = post_import(web, token, body, "?async=1")
-    finally:
-        web.kill()
+    status, data = post_import(web, token, body, "?async=1")
     assert status == 202, data
     job = ImportJob.objects.get(pk=data["id"])
     assert job.status == ImportJob.Status.QUEUED
@@ -216,25 +217,17 @@ def test_killing_the_web_process_while_storing_a_queued_import_leaves_no_job(tmp
 
     job = run_import_job(job.pk)  # what the worker does with it
     assert job.summary["created"] == RUNS
-    landed = Trajectory.objects.filter(project=project)
+    landed = Trajectory.objects.filter(project__slug="web")
     assert landed.count() == landed.values("external_id").distinct().count() == RUNS
     assert_whole(landed)
 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_queued_import_whose_client_went_away_mid_body_stores_nothing(tmp_path) -> None:
-    body = write_runs(tmp_path / "runs.jsonl")
-    project = Project.objects.create(slug="web", name="Web")
-    token = researcher_token(project)
-    web = WebProcess(tmp_path)
-    web.start()
-    try:
-        client = open_import(web, token, len(body), "?async=1")
-        client.send(body[: len(body) // 2])
-        wait_until(lambda: web.spooled_bytes() > 0, 60, "the body being stored")
-        client.close()  # the client, or a proxy on the way, went away mid-body
-        wait_until(lambda: web.spooled_bytes() == 0, 30, "the request answered")
-    finally:
-        web.kill()
+def test_a_queued_import_whose_client_went_away_mid_body_stores_nothing(
+    web: WebProcess, token: str, body: bytes
+) -> None:
+    client = send_half_of_a_queued_import(web, token, body)
+    client.close()  # the client, or a proxy on the way, went away mid-body
+    wait_until(lambda: web.spooled_bytes() == 0, 30, "the request answered")
     assert not ImportJob.objects.exists()

@@ -9,10 +9,8 @@ import json
 import pytest
 from django.core.management import call_command
 
-from annotate import effective
-from annotate.models import Annotation
 from curation.models import Membership, Project
-from tests.annotate.helpers import client_for, make_member, make_trajectory
+from tests.annotate.helpers import client_for, label_failure, make_member, make_trajectory
 from tests.workers.judge_server import completion, judge_server
 from tests.workers.test_corrections import ASK_FIRST, STEPS, Script
 from workers.corrections import runner
@@ -22,15 +20,7 @@ from workers.models import Correction, CorrectionBatch, JudgeConfig, TeacherConf
 @pytest.fixture
 def failed(project: Project):
     trajectory = make_trajectory(project, STEPS, success=False, agent_model="small-7b")
-    Annotation.objects.create(
-        trajectory=trajectory,
-        source="gold",
-        source_name="g",
-        verdict="failure",
-        first_critical_step=4,
-        error_category="unconfirmed_side_effect",
-    )
-    effective.refresh([trajectory.pk])
+    label_failure(trajectory, 4, error_category="unconfirmed_side_effect")
     return trajectory
 
 
@@ -118,10 +108,7 @@ def test_reviewers_overrule_the_verifier_and_annotators_cannot(project, failed) 
 @pytest.mark.django_db
 def test_the_recovery_report_counts_by_teacher_category_and_original_model(project, failed) -> None:
     second = make_trajectory(project, STEPS, success=False, agent_model="small-7b")
-    Annotation.objects.create(
-        trajectory=second, source="gold", source_name="g", verdict="failure", first_critical_step=2
-    )
-    effective.refresh([second.pk])
+    label_failure(second, 2)
     # Both verifications (sent at once, in any order) find an error at step 2: before the
     # first run's branch at step 4 (the copied prefix: accepted), at the second's (rejected).
     verdict, step = "failure", 2

@@ -11,11 +11,9 @@ import time
 
 import pytest
 
-from annotate import effective
-from annotate.models import Annotation
 from config.celery import app as celery_app
 from curation.models import Project, Trajectory
-from tests.annotate.helpers import make_trajectory
+from tests.annotate.helpers import label_failure, make_trajectory
 from tests.workers.judge_server import completion, judge_server
 from tests.workers.processes import need_shared_broker, start_worker_process, wait_until
 from workers.corrections import runner
@@ -36,15 +34,7 @@ def test_killing_a_worker_mid_batch_leaves_one_correction_per_run(settings) -> N
     project = Project.objects.create(slug="killed", name="Killed")
     steps = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "wrong"}]
     for _ in range(8):
-        trajectory = make_trajectory(project, steps, success=False)
-        Annotation.objects.create(
-            trajectory=trajectory,
-            source="gold",
-            source_name="g",
-            verdict="failure",
-            first_critical_step=1,
-        )
-    effective.refresh(project.trajectories.values_list("pk", flat=True))
+        label_failure(make_trajectory(project, steps, success=False), 1)
 
     with judge_server(slow_teacher) as server:
         teacher = TeacherConfig.objects.create(

@@ -9,10 +9,8 @@ from typing import Any
 
 import pytest
 
-from annotate import effective
-from annotate.models import Annotation
 from curation.models import Project, Step, ToolSet, Trajectory
-from tests.annotate.helpers import make_trajectory
+from tests.annotate.helpers import label_failure, make_trajectory
 from tests.workers.judge_server import completion, judge_server
 from workers.corrections import runner
 from workers.models import Correction, CorrectionBatch, JudgeConfig, TeacherConfig
@@ -86,17 +84,13 @@ def failed(project: Project) -> Trajectory:
     trajectory = make_trajectory(project, STEPS, success=False)
     toolset = ToolSet.objects.create(project=project, tools=TOOLS, content_hash="t" * 64)
     Trajectory.objects.filter(pk=trajectory.pk).update(toolset=toolset)
-    Annotation.objects.create(
-        trajectory=trajectory,
-        source="gold",
-        source_name="g",
-        verdict="failure",
-        first_critical_step=4,
+    label_failure(
+        trajectory,
+        4,
         root_cause_step=4,
         error_category="unconfirmed_side_effect",
         rationale="Booked without asking.",
     )
-    effective.refresh([trajectory.pk])
     return trajectory
 
 
@@ -275,14 +269,7 @@ def test_a_correction_of_a_correction_keeps_the_chain(project, failed) -> None:
     with judge_server(Script([ASK_FIRST, ASK_FIRST], verdict=("failure", 4))) as server:
         run(project, server.base_url, mode="step")
         first = Correction.objects.get().result
-        Annotation.objects.create(
-            trajectory=first,
-            source="gold",
-            source_name="g",
-            verdict="failure",
-            first_critical_step=4,
-        )
-        effective.refresh([first.pk])
+        label_failure(first, 4)
         teacher = TeacherConfig.objects.get()
         batch = runner.start_batch(teacher, Trajectory.objects.filter(pk=first.pk), send=False)
         runner.correct(batch.corrections.values_list("pk", flat=True))

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from annotate import effective
 from annotate.models import Annotation
 from curation.models import Project
-from tests.annotate.helpers import make_trajectory
+from tests.annotate.helpers import label_failure, make_trajectory
 from tests.workers.tiny_model import build_tiny_model
 from workers.corrections import runner
 from workers.judging import runs
@@ -61,14 +60,7 @@ def test_a_tiny_local_judge_writes_schema_valid_annotations(project: Project, ti
 @pytest.mark.django_db
 def test_a_tiny_local_teacher_rewrites_the_critical_step(project: Project, tiny_model) -> None:
     trajectory = make_trajectory(project, STEPS, success=False)
-    Annotation.objects.create(
-        trajectory=trajectory,
-        source="gold",
-        source_name="g",
-        verdict="failure",
-        first_critical_step=1,
-    )
-    effective.refresh([trajectory.pk])
+    label_failure(trajectory, 1)
     teacher = TeacherConfig.objects.create(
         project=project,
         name="tiny",

@@ -8,12 +8,10 @@ import json
 
 from django.core.files.base import ContentFile
 
-from annotate import effective
-from annotate.models import Annotation
 from curation.exports.runner import check_request, create_export, enqueue_export
 from curation.jobs import enqueue_import
 from curation.models import ImportJob, Project
-from tests.annotate.helpers import make_trajectory
+from tests.annotate.helpers import label_failure, make_trajectory
 from workers.corrections import runner
 from workers.judging import runs
 from workers.models import JudgeConfig, TeacherConfig
@@ -26,15 +24,7 @@ LINES = "\n".join(
 
 def request_everything(project: Project, base_url: str) -> dict:
     for _ in range(4):
-        trajectory = make_trajectory(project, STEPS, success=False)
-        Annotation.objects.create(
-            trajectory=trajectory,
-            source="gold",
-            source_name="g",
-            verdict="failure",
-            first_critical_step=1,
-        )
-    effective.refresh(project.trajectories.values_list("pk", flat=True))
+        label_failure(make_trajectory(project, STEPS, success=False), 1)
     judged = runs.start_batch(
         JudgeConfig.objects.get(project=project, name="heuristic"), project.trajectories.all()
     )
