@@ -22,6 +22,14 @@ lies, which may be the same step or an earlier one. Name the error category and 
 that wrote the critical step (multi-agent runs), explain briefly, and give your confidence."""
 
 
+LOCAL_BACKENDS = ("transformers", "vllm")
+
+
+def worker_queue(backend: str) -> str:
+    """Local models run in the GPU workers; HTTP calls and rules in the default ones."""
+    return "gpu" if backend in LOCAL_BACKENDS else "default"
+
+
 class JudgeConfig(models.Model):
     """A way of judging a project's trajectories. Fields that change what a judge says are
     frozen into a `JudgeConfigVersion` each time they change; results belong to a version."""
@@ -115,9 +123,7 @@ class JudgeConfig(models.Model):
 
     @property
     def queue(self) -> str:
-        """Local models run in the GPU workers; HTTP calls and rules in the default ones."""
-        local = (self.Backend.TRANSFORMERS, self.Backend.VLLM)
-        return "gpu" if self.backend in local else "default"
+        return worker_queue(self.backend)
 
 
 class JudgeConfigVersion(models.Model):
@@ -276,7 +282,7 @@ class TeacherConfig(models.Model):
 
     @property
     def queue(self) -> str:
-        return "default" if self.backend == self.Backend.OPENAI else "gpu"
+        return worker_queue(self.backend)
 
 
 class CorrectionBatch(models.Model):

@@ -19,10 +19,9 @@ from curation.jobs import IMPORT_TASK
 from curation.models import DatasetExport, ImportJob
 from workers.corrections.runner import CORRECT_TASK
 from workers.judging.runs import JUDGE_TASK
-from workers.models import Correction, JudgeRun
+from workers.models import Correction, JudgeRun, worker_queue
 
 QUEUED, RUNNING = "queued", "running"
-LOCAL_BACKENDS = ("transformers", "vllm")
 
 
 def _cutoffs() -> tuple[datetime, datetime]:
@@ -66,9 +65,10 @@ def reconcile() -> dict[str, int]:
     for version_id, batch_id, backend, trajectory_id in rows.order_by("trajectory_id"):
         by_batch[(version_id, batch_id, backend)].append(trajectory_id)
     for (version_id, batch_id, backend), ids in by_batch.items():
-        queue = "gpu" if backend in LOCAL_BACKENDS else "default"
         for chunk in _chunks(ids):
-            current_app.send_task(JUDGE_TASK, args=[version_id, chunk, batch_id], queue=queue)
+            current_app.send_task(
+                JUDGE_TASK, args=[version_id, chunk, batch_id], queue=worker_queue(backend)
+            )
             sent["judge_runs"] += len(chunk)
 
     corrections = Correction.objects.filter(
@@ -76,7 +76,7 @@ def reconcile() -> dict[str, int]:
     )
     by_queue: dict[str, list[int]] = defaultdict(list)
     for pk, backend in corrections.values_list("pk", "batch__teacher__backend").order_by("pk"):
-        by_queue["gpu" if backend in LOCAL_BACKENDS else "default"].append(pk)
+        by_queue[worker_queue(backend)].append(pk)
     for queue, ids in by_queue.items():
         for chunk in _chunks(ids):
             current_app.send_task(CORRECT_TASK, args=[chunk], queue=queue)
